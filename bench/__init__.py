@@ -1,0 +1,1 @@
+"""Benchmarks that replay public data sets through the filter and the memory service."""

@@ -1,0 +1,680 @@
+"""
+title: Memory Banks
+author: Memory Banks contributors
+version: 0.1.0
+required_open_webui_version: 0.12.0
+description: Long-term memory for Open WebUI. Recalls what the memory service knows before each reply and hands every finished turn to it.
+license: MIT
+"""
+
+import asyncio
+import functools
+import importlib
+import inspect
+import logging
+import math
+import re
+import ssl
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field, ValidationError
+
+log = logging.getLogger(__name__)
+
+EventEmitter = Callable[[dict[str, Any]], Awaitable[None] | None]
+
+STATUS_UNAVAILABLE = "Memory unavailable — answering without it"
+STATUS_NOT_SAVED = "Memory could not save this turn"
+
+_AUTOMATED_SESSION_PREFIXES = ("automation:", "subagent:", "timer:")
+_TEMPORARY_CHAT_PREFIXES = ("temporary:", "local:")
+_CHANNEL_CHAT_PREFIX = "channel:"
+_KINDS_WITHOUT_MEMORY = frozenset({"task", "automated", "api"})
+_HISTORY_MESSAGES = 6
+_MAX_FOLDER_DEPTH = 64
+_EPOCH_MS_THRESHOLD = 1e12
+# Reasoning and tool-call blocks that Open WebUI keeps inside an assistant's content.
+_DETAILS_BLOCK = re.compile(r"<details\b[^>]*>.*?</details>", re.DOTALL | re.IGNORECASE)
+
+
+class Filter:
+    class Valves(BaseModel):
+        priority: int = Field(
+            default=0,
+            description="Order among filters; lower runs first.",
+        )
+        service_url: str = Field(
+            default="http://127.0.0.1:8765",
+            description="Base URL of the memory service.",
+        )
+        api_key: str = Field(
+            default="",
+            description="Bearer key of the memory service (MEMORY_API_KEY).",
+        )
+        inlet_timeout_s: float = Field(
+            default=0.8,
+            gt=0,
+            description="Seconds to wait for memories before answering without them.",
+        )
+        outlet_timeout_s: float = Field(
+            default=2.0,
+            gt=0,
+            description="Seconds to wait while handing a finished turn to the service.",
+        )
+        budget_tokens: int = Field(
+            default=400,
+            description="Most tokens of memory to add to the system message.",
+        )
+        disable_native_memory: bool = Field(
+            default=True,
+            description="Switch off Open WebUI's built-in memory on turns this filter handles.",
+        )
+        read_in_temporary_chats: bool = Field(
+            default=True,
+            description="Recall memories in temporary chats (they are never written).",
+        )
+
+    class UserValves(BaseModel):
+        enabled: bool = Field(
+            default=True,
+            description="Use long-term memory in my chats.",
+        )
+        show_status: bool = Field(
+            default=True,
+            description="Show a status line when memories are recalled or unavailable.",
+        )
+
+    def __init__(self) -> None:
+        self.valves = self.Valves()
+
+    async def inlet(
+        self,
+        body: dict[str, Any],
+        __user__: dict[str, Any] | None = None,
+        __metadata__: dict[str, Any] | None = None,
+        __event_emitter__: EventEmitter | None = None,
+        __chat_id__: str | None = None,
+        __message_id__: str | None = None,
+        __request__: Any = None,
+    ) -> dict[str, Any]:
+        """Add the service's memory block to the system message; never fail the turn."""
+        try:
+            await _recall_into(
+                body,
+                valves=self.valves,
+                user=__user__,
+                metadata=_metadata_of(body, __metadata__),
+                chat_id=__chat_id__,
+                emitter=__event_emitter__,
+                user_valves_model=self.UserValves,
+            )
+        except Exception:
+            log.exception("memory inlet failed; answering without memory")
+        return body
+
+    async def outlet(
+        self,
+        body: dict[str, Any],
+        __user__: dict[str, Any] | None = None,
+        __metadata__: dict[str, Any] | None = None,
+        __event_emitter__: EventEmitter | None = None,
+        __request__: Any = None,
+    ) -> dict[str, Any]:
+        """Hand the finished turn to the service; the body is returned unchanged."""
+        try:
+            await _hand_over_turn(
+                body,
+                valves=self.valves,
+                user=__user__,
+                metadata=__metadata__ if isinstance(__metadata__, dict) else {},
+                emitter=__event_emitter__,
+                user_valves_model=self.UserValves,
+            )
+        except Exception:
+            log.exception("memory outlet failed; turn not saved")
+        return body
+
+
+def classify_chat(chat_id: Any, metadata: dict[str, Any] | None) -> str:
+    """Return the turn's kind: task, automated, temporary, channel, api or saved (DESIGN §2)."""
+    meta = metadata if isinstance(metadata, dict) else {}
+    if meta.get("task"):
+        return "task"
+    session_id = meta.get("session_id")
+    if (
+        (isinstance(session_id, str) and session_id.startswith(_AUTOMATED_SESSION_PREFIXES))
+        or meta.get("internal")
+        or meta.get("automation_id")
+    ):
+        return "automated"
+    chat = chat_id.strip() if isinstance(chat_id, str) else ""
+    if chat.startswith(_TEMPORARY_CHAT_PREFIXES):
+        return "temporary"
+    if chat.startswith(_CHANNEL_CHAT_PREFIX):
+        return "channel"
+    if not chat:
+        return "api"
+    return "saved"
+
+
+# --- inlet -----------------------------------------------------------------------------------
+
+
+async def _recall_into(
+    body: dict[str, Any],
+    *,
+    valves: Filter.Valves,
+    user: dict[str, Any] | None,
+    metadata: dict[str, Any],
+    chat_id: str | None,
+    emitter: EventEmitter | None,
+    user_valves_model: type[Filter.UserValves],
+) -> None:
+    """Run the inlet: classify, switch native memory off, fetch and inject the block."""
+    chat_id = chat_id if isinstance(chat_id, str) and chat_id else metadata.get("chat_id")
+    kind = classify_chat(chat_id, metadata)
+    sender = _sender_of(user)
+    if kind in _KINDS_WITHOUT_MEMORY or sender is None:
+        return
+    user_valves = _read_user_valves(user, user_valves_model)
+    if not user_valves.enabled:
+        return
+    if valves.disable_native_memory:
+        _disable_native_memory(body)
+    if kind == "temporary" and not valves.read_in_temporary_chats:
+        return
+
+    request_body: dict[str, Any] = {
+        "message": _last_user_text(body.get("messages")),
+        "budget_tokens": valves.budget_tokens,
+    }
+    now = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
+    if now is not None:
+        request_body["now"] = now
+    try:
+        answer = await asyncio.wait_for(
+            _fetch_context(
+                valves,
+                request_body,
+                kind=kind,
+                chat_id=chat_id,
+                sender=sender,
+                metadata=metadata,
+            ),
+            timeout=valves.inlet_timeout_s,
+        )
+        block, memory_count = _parse_context_answer(answer)
+    except Exception as exc:
+        log.warning("memory service gave no context: %r", exc)
+        if user_valves.show_status:
+            await _emit_status(emitter, STATUS_UNAVAILABLE)
+        return
+    if not block.strip():
+        return
+    _inject_block(body, block)
+    if user_valves.show_status:
+        await _emit_status(emitter, _recalled_status(memory_count))
+
+
+async def _fetch_context(
+    valves: Filter.Valves,
+    request_body: dict[str, Any],
+    *,
+    kind: str,
+    chat_id: Any,
+    sender: tuple[str, str | None],
+    metadata: dict[str, Any],
+) -> Any:
+    """Build the chat context and POST /v1/context; returns the decoded JSON answer."""
+    chat = await _chat_context(
+        kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
+    )
+    response = await _post(
+        valves, "/v1/context", {"chat": chat, **request_body}, timeout_s=valves.inlet_timeout_s
+    )
+    return response.json()
+
+
+def _parse_context_answer(answer: Any) -> tuple[str, int]:
+    """Return (block, number of memories) from a /v1/context answer; raise on a bad shape."""
+    if not isinstance(answer, dict):
+        raise ValueError("context answer is not a JSON object")
+    block = answer.get("block")
+    if not isinstance(block, str):
+        raise ValueError("context answer has no text block")
+    memories = answer.get("memories", [])
+    if memories is None:
+        memories = []
+    if not isinstance(memories, list):
+        raise ValueError("context answer has a malformed memories list")
+    return block, len(memories)
+
+
+def _inject_block(body: dict[str, Any], block: str) -> None:
+    """Append the block to the first system message, or insert one at the top."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "system":
+            content = message.get("content")
+            if isinstance(content, list):
+                message["content"] = [*content, {"type": "text", "text": block}]
+            elif isinstance(content, str) and content:
+                message["content"] = content + "\n\n" + block
+            else:
+                message["content"] = block
+            return
+    messages.insert(0, {"role": "system", "content": block})
+
+
+def _disable_native_memory(body: dict[str, Any]) -> None:
+    """Turn off Open WebUI's own memory injection and tools for this turn (CONTRACT §4)."""
+    features = body.get("features")
+    if not isinstance(features, dict):
+        features = {}
+        body["features"] = features
+    features["memory"] = False
+
+
+def _recalled_status(memory_count: int) -> str:
+    if memory_count == 1:
+        return "Recalled 1 memory"
+    if memory_count > 1:
+        return f"Recalled {memory_count} memories"
+    return "Recalled what I know about you"
+
+
+# --- outlet ----------------------------------------------------------------------------------
+
+
+async def _hand_over_turn(
+    body: dict[str, Any],
+    *,
+    valves: Filter.Valves,
+    user: dict[str, Any] | None,
+    metadata: dict[str, Any],
+    emitter: EventEmitter | None,
+    user_valves_model: type[Filter.UserValves],
+) -> None:
+    """Run the outlet: POST the finished turn to /v1/turns without touching the body."""
+    chat_id = body.get("chat_id") or metadata.get("chat_id")
+    kind = classify_chat(chat_id, _with_session_id(metadata, body.get("session_id")))
+    sender = _sender_of(user)
+    if kind in _KINDS_WITHOUT_MEMORY or kind == "temporary" or sender is None:
+        return
+    user_valves = _read_user_valves(user, user_valves_model)
+    if not user_valves.enabled:
+        return
+    turn = _finished_turn(
+        body.get("messages"),
+        reply_id=body.get("id"),
+        fallback_timestamp=_dict_of(metadata.get("user_message")).get("timestamp"),
+    )
+    if turn is None:
+        return
+    try:
+        await asyncio.wait_for(
+            _post_turn(valves, turn, kind=kind, chat_id=chat_id, sender=sender, metadata=metadata),
+            timeout=valves.outlet_timeout_s,
+        )
+    except Exception as exc:
+        log.warning("memory service did not take the turn: %r", exc)
+        if user_valves.show_status:
+            await _emit_status(emitter, STATUS_NOT_SAVED)
+
+
+async def _post_turn(
+    valves: Filter.Valves,
+    turn: dict[str, Any],
+    *,
+    kind: str,
+    chat_id: Any,
+    sender: tuple[str, str | None],
+    metadata: dict[str, Any],
+) -> None:
+    chat = await _chat_context(
+        kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
+    )
+    await _post(valves, "/v1/turns", {"chat": chat, **turn}, timeout_s=valves.outlet_timeout_s)
+
+
+def _finished_turn(
+    messages: Any, *, reply_id: Any, fallback_timestamp: Any = None
+) -> dict[str, Any] | None:
+    """Pick the new reply and its user message; None when there is no user text to hand over."""
+    if not isinstance(messages, list):
+        return None
+    items = [m if isinstance(m, dict) else {} for m in messages]
+    reply_index = next(
+        (i for i, m in enumerate(items) if reply_id is not None and m.get("id") == reply_id),
+        None,
+    )
+    if reply_index is None:
+        reply_index = next(
+            (i for i in range(len(items) - 1, -1, -1) if items[i].get("role") == "assistant"),
+            None,
+        )
+    search_end = reply_index if reply_index is not None else len(items)
+    user_index = next(
+        (i for i in range(search_end - 1, -1, -1) if items[i].get("role") == "user"),
+        None,
+    )
+    if user_index is None:
+        return None
+    user_message = items[user_index]
+    user_text = _text_of(user_message.get("content"))
+    if not user_text.strip():
+        return None
+
+    message_id = user_message.get("id")
+    if isinstance(message_id, str) and message_id:
+        user_message_id = message_id
+    elif isinstance(reply_id, str) and reply_id:
+        user_message_id = "reply:" + reply_id
+    else:
+        return None
+
+    turn: dict[str, Any] = {
+        "user_message_id": user_message_id,
+        "user_message": user_text,
+        "history": _history_before(items, user_index),
+    }
+    if reply_index is not None:
+        reply_text = _assistant_text(items[reply_index].get("content"))
+        if reply_text.strip():
+            turn["assistant_message"] = reply_text
+    occurred_at = _iso_time(user_message.get("timestamp")) or _iso_time(fallback_timestamp)
+    if occurred_at is not None:
+        turn["occurred_at"] = occurred_at
+    return turn
+
+
+def _history_before(messages: list[dict[str, Any]], end: int) -> list[dict[str, str]]:
+    """Up to six earlier user/assistant text messages, oldest first."""
+    history: list[dict[str, str]] = []
+    for message in reversed(messages[:end]):
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            continue
+        content = message.get("content")
+        text = _assistant_text(content) if role == "assistant" else _text_of(content)
+        if not text.strip():
+            continue
+        history.append({"role": role, "content": text})
+        if len(history) == _HISTORY_MESSAGES:
+            break
+    history.reverse()
+    return history
+
+
+def _with_session_id(metadata: dict[str, Any], session_id: Any) -> dict[str, Any]:
+    """The outlet body carries session_id even when the reduced metadata does not."""
+    if metadata.get("session_id") or not session_id:
+        return metadata
+    return {**metadata, "session_id": session_id}
+
+
+# --- chat context ----------------------------------------------------------------------------
+
+
+async def _chat_context(
+    *,
+    kind: str,
+    chat_id: Any,
+    sender: tuple[str, str | None],
+    metadata: dict[str, Any],
+    valves: Filter.Valves,
+) -> dict[str, Any]:
+    """The chat object of the HTTP contract: who speaks, where, and who else can see it."""
+    user_id, user_name = sender
+    metadata_folder_id = _folder_id_of(metadata.get("folder_id"))
+    folder_id: str | None = None
+    reason: str | None = None
+    if kind == "channel":
+        reason = "channel"
+    elif kind == "temporary":
+        folder_id = metadata_folder_id
+    elif kind == "saved":
+        folder_id, reason = await _saved_chat_facts(
+            str(chat_id), sender_id=user_id, metadata_folder_id=metadata_folder_id
+        )
+    chat: dict[str, Any] = {"user_id": user_id}
+    if user_name:
+        chat["user_name"] = user_name
+    chat.update(
+        {
+            "chat_id": chat_id if isinstance(chat_id, str) else "",
+            "kind": kind,
+            "folder_id": folder_id,
+            "collaborative": reason is not None,
+            "collaborative_reason": reason,
+            "read_in_temporary": valves.read_in_temporary_chats,
+        }
+    )
+    return chat
+
+
+async def _saved_chat_facts(
+    chat_id: str, *, sender_id: str, metadata_folder_id: str | None
+) -> tuple[str | None, str | None]:
+    """Return (folder id, collaborative reason) of a saved chat (DESIGN §2, CONTRACT §7).
+
+    Outside Open WebUI the metadata is trusted; inside it, a failed lookup counts as
+    collaborative so that personal memories are never exposed by mistake.
+    """
+    if not _open_webui_present():
+        return metadata_folder_id, None
+    try:
+        chats = importlib.import_module("open_webui.models.chats").Chats
+        chat = await _resolved(chats.get_chat_by_id(chat_id))
+        if chat is None:
+            raise LookupError("chat not found")
+    except Exception as exc:
+        log.warning("chat lookup failed, treating the chat as shared: %r", exc)
+        return metadata_folder_id, "lookup_failed"
+
+    folder_id = _folder_id_of(_field(chat, "folder_id"))
+    owner_id = _field(chat, "user_id")
+    if owner_id != sender_id:
+        return folder_id, "sender_not_owner"
+    if _chat_shared_to_continue(chat):
+        return folder_id, "chat_shared"
+    if folder_id is None:
+        return None, None
+    try:
+        shared = await _folder_is_shared(folder_id, owner_id=owner_id)
+    except Exception as exc:
+        log.warning("folder lookup failed, treating the chat as shared: %r", exc)
+        return folder_id, "lookup_failed"
+    return folder_id, "folder_shared" if shared else None
+
+
+async def _folder_is_shared(folder_id: str, *, owner_id: str) -> bool:
+    """True if the folder or an ancestor belongs to or is granted to anyone but the owner."""
+    folders = importlib.import_module("open_webui.models.folders").Folders
+    access_grants = importlib.import_module("open_webui.models.access_grants").AccessGrants
+    seen: set[str] = set()
+    current: str | None = folder_id
+    while current is not None:
+        if current in seen or len(seen) >= _MAX_FOLDER_DEPTH:
+            raise LookupError("folder ancestry does not end")
+        seen.add(current)
+        folder = await _resolved(folders.get_folder_by_id(current))
+        if folder is None:
+            raise LookupError("folder not found")
+        folder_owner = _field(folder, "user_id")
+        if folder_owner is not None and folder_owner != owner_id:
+            return True
+        grants = await _resolved(access_grants.get_grants_by_resource("folder", current))
+        if any(_grants_someone_else(grant, owner_id) for grant in grants or []):
+            return True
+        current = _folder_id_of(_field(folder, "parent_id"))
+    return False
+
+
+def _grants_someone_else(grant: Any, owner_id: str) -> bool:
+    return not (
+        _field(grant, "principal_type") == "user" and _field(grant, "principal_id") == owner_id
+    )
+
+
+def _chat_shared_to_continue(chat: Any) -> bool:
+    """True when others may post in the chat through a share link in continue mode."""
+    mode = _field(chat, "share_mode")
+    if mode is None:
+        mode = _dict_of(_field(chat, "meta")).get("share_mode")
+    return mode == "continue"
+
+
+def _open_webui_present() -> bool:
+    """True when running inside Open WebUI (its package can be imported)."""
+    try:
+        importlib.import_module("open_webui")
+    except ModuleNotFoundError as exc:
+        return exc.name != "open_webui"
+    except Exception:
+        return True
+    return True
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+
+async def _post(
+    valves: Filter.Valves, path: str, payload: dict[str, Any], *, timeout_s: float
+) -> httpx.Response:
+    """POST JSON to the service; raise on a transport error or a non-2xx status."""
+    headers = {"Accept": "application/json"}
+    if valves.api_key:
+        headers["Authorization"] = f"Bearer {valves.api_key}"
+    # trust_env=False: the service is addressed directly, never through an HTTP proxy.
+    async with httpx.AsyncClient(
+        timeout=timeout_s, verify=_tls_context(), trust_env=False
+    ) as client:
+        response = await client.post(
+            valves.service_url.rstrip("/") + path, json=payload, headers=headers
+        )
+    if not 200 <= response.status_code < 300:
+        raise RuntimeError(f"memory service answered {response.status_code}")
+    return response
+
+
+@functools.lru_cache(maxsize=1)
+def _tls_context() -> ssl.SSLContext:
+    """Built once: loading the CA bundle for every client would block the event loop."""
+    return httpx.create_ssl_context()
+
+
+# --- small readers ---------------------------------------------------------------------------
+
+
+async def _emit_status(emitter: EventEmitter | None, description: str) -> None:
+    """Show a finished status line; a missing or failing emitter is ignored."""
+    if not emitter:
+        return
+    try:
+        result = emitter({"type": "status", "data": {"description": description, "done": True}})
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:
+        log.debug("status event not delivered: %r", exc)
+
+
+async def _resolved(value: Any) -> Any:
+    """Open WebUI's table methods are async in 0.12 but were sync before; accept both."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _metadata_of(body: dict[str, Any], metadata: Any) -> dict[str, Any]:
+    if isinstance(metadata, dict):
+        return metadata
+    return _dict_of(body.get("metadata"))
+
+
+def _sender_of(user: Any) -> tuple[str, str | None] | None:
+    """(user id, name) of the turn's sender, or None without a usable id."""
+    if not isinstance(user, dict):
+        return None
+    user_id = user.get("id")
+    if not isinstance(user_id, str) or not user_id.strip():
+        return None
+    name = user.get("name")
+    return user_id, name if isinstance(name, str) and name.strip() else None
+
+
+def _read_user_valves(user: Any, model: type[Filter.UserValves]) -> Filter.UserValves:
+    """The sender's UserValves: an instance, a dict, or defaults when missing or invalid."""
+    raw = user.get("valves") if isinstance(user, dict) else None
+    if isinstance(raw, model):
+        return raw
+    if isinstance(raw, BaseModel):
+        raw = raw.model_dump()
+    if isinstance(raw, dict):
+        try:
+            return model.model_validate({k: raw[k] for k in model.model_fields if k in raw})
+        except ValidationError:
+            log.debug("ignoring invalid user valves")
+    return model()
+
+
+def _last_user_text(messages: Any) -> str:
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return _text_of(message.get("content"))
+    return ""
+
+
+def _text_of(content: Any) -> str:
+    """Text parts of a message's content; images and files are left out."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _assistant_text(content: Any) -> str:
+    return _DETAILS_BLOCK.sub("", _text_of(content)).strip()
+
+
+def _iso_time(value: Any) -> str | None:
+    """Epoch seconds (or milliseconds) as an ISO 8601 UTC time; None when unusable."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or value <= 0:
+        return None
+    seconds = value / 1000 if value > _EPOCH_MS_THRESHOLD else value
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _folder_id_of(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _field(obj: Any, name: str) -> Any:
+    """Read a field of an Open WebUI model or of a plain dict."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _dict_of(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

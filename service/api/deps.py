@@ -1,0 +1,35 @@
+"""Request dependencies: the runtime and the bearer-key check."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from service.flows.runtime import Runtime
+
+_bearer = HTTPBearer(auto_error=False, description="MEMORY_API_KEY of the service")
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        raise HTTPException(status_code=503, detail="the service is still starting")
+    return runtime
+
+
+def require_key(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """401 unless the request carries the service's bearer key (constant-time compare)."""
+    expected: str = request.app.state.api_key
+    given = credentials.credentials if credentials else ""
+    if not secrets.compare_digest(given.encode(), expected.encode()):
+        raise HTTPException(status_code=401, detail="missing or wrong API key",
+                            headers={"WWW-Authenticate": "Bearer"})
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -1,0 +1,50 @@
+"""Routes the filter calls on every turn: context (inlet) and turns (outlet)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from service.api.deps import RuntimeDep
+from service.api.schemas import (
+    ContextMemory,
+    ContextRequest,
+    ContextResponse,
+    TurnRequest,
+    TurnResponse,
+)
+from service.flows import context, turns
+
+router = APIRouter(prefix="/v1", tags=["chat"])
+
+
+@router.post("/context", response_model=ContextResponse)
+async def post_context(body: ContextRequest, rt: RuntimeDep) -> ContextResponse:
+    """Memories for the inlet: the block to append to the system message.
+
+    Only memories the chat may read are considered (DESIGN §3): nothing for API calls,
+    automations and background tasks; never Personal memories in collaborative chats.
+    """
+    result = await context.build_context(rt, chat=body.chat.to_record(), message=body.message,
+                                         budget_tokens=body.budget_tokens, now=body.now)
+    return ContextResponse(
+        block=result.block,
+        memories=[ContextMemory(id=r.memory.id, bank=r.memory.bank, content=r.memory.content,
+                                similarity=round(r.similarity, 4), score=round(r.score, 4),
+                                created_at=r.memory.created_at) for r in result.items],
+        profile=result.profile,
+        status=result.status,
+    )
+
+
+@router.post("/turns", response_model=TurnResponse, status_code=status.HTTP_202_ACCEPTED)
+async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
+    """Hand over a finished turn (outlet). Answers at once; extraction runs as a durable job.
+
+    Idempotent per (chat_id, user_message_id): a repeated outlet or a regenerated reply
+    answers `duplicate` and is never extracted twice.
+    """
+    state, detail = await turns.accept_turn(
+        rt, chat=body.chat.to_record(), user_message_id=body.user_message_id,
+        user_message=body.user_message, assistant_message=body.assistant_message,
+        history=[(m.role, m.content) for m in body.history], occurred_at=body.occurred_at)
+    return TurnResponse(status=state, detail=detail)  # type: ignore[arg-type]

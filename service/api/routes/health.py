@@ -1,0 +1,42 @@
+"""Liveness, readiness and service status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from service.api.deps import RuntimeDep, require_key
+from service.api.schemas import StatusRead
+from service.flows import status as status_flow
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """200 while the process runs."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> JSONResponse:
+    """200 when the database, its migrations and the embedding model are ready, else 503."""
+    runtime = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        return JSONResponse(status_code=503, content={"status": "starting"})
+    body: dict[str, Any] = {"status": "ready", "embedding_model": runtime.encoder.model_name,
+                            "llm": "configured" if runtime.llm.configured else "not configured"}
+    try:
+        await runtime.db.ping()
+    except Exception as exc:
+        return JSONResponse(status_code=503, content={"status": "database unavailable",
+                                                      "detail": str(exc)})
+    return JSONResponse(status_code=200, content=body)
+
+
+@router.get("/v1/status", response_model=StatusRead, dependencies=[Depends(require_key)])
+async def get_status(rt: RuntimeDep) -> StatusRead:
+    """Queue depth, failures and whether extraction can run (and if not, why)."""
+    return StatusRead(**await status_flow.service_status(rt))

@@ -1,0 +1,63 @@
+"""Per-user memory management (list, add, read, edit, forget)."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Path, Query, Response, status
+
+from service.api.deps import RuntimeDep
+from service.api.schemas import MemoryCreate, MemoryList, MemoryRead, MemoryUpdate
+from service.core.records import Bank
+from service.flows import memories
+
+router = APIRouter(prefix="/v1/users/{user_id}/memories", tags=["memories"])
+
+UserId = Path(min_length=1, max_length=255, description="Open WebUI user id")
+
+
+@router.get("", response_model=MemoryList)
+async def list_memories(
+    rt: RuntimeDep, user_id: str = UserId, bank: Bank | None = None,
+    folder_id: str | None = Query(default=None, max_length=255),
+    limit: int = Query(default=50, ge=1, le=200), offset: int = Query(default=0, ge=0),
+) -> MemoryList:
+    """The user's active memories, newest first (plus a folder's Project Memory if given)."""
+    items, total = await memories.list_for_user(rt, user_id=user_id, bank=bank,
+                                                folder_id=folder_id, limit=limit, offset=offset)
+    return MemoryList(items=[MemoryRead.from_record(m) for m in items], total=total)
+
+
+@router.post("", response_model=MemoryRead, status_code=status.HTTP_201_CREATED)
+async def add_memory(body: MemoryCreate, rt: RuntimeDep, user_id: str = UserId) -> MemoryRead:
+    """Add a memory written by the user (Project Memory needs `folder_id`)."""
+    memory = await memories.add_for_user(rt, user_id=user_id, content=body.content, bank=body.bank,
+                                         tags=body.tags, folder_id=body.folder_id)
+    return MemoryRead.from_record(memory)
+
+
+@router.get("/{memory_id}", response_model=MemoryRead)
+async def get_memory(memory_id: uuid.UUID, rt: RuntimeDep, user_id: str = UserId,
+                     folder_id: str | None = Query(default=None, max_length=255)) -> MemoryRead:
+    """One active memory of the user; 404 when it is not theirs or was forgotten."""
+    return MemoryRead.from_record(
+        await memories.get_for_user(rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id))
+
+
+@router.patch("/{memory_id}", response_model=MemoryRead)
+async def edit_memory(memory_id: uuid.UUID, body: MemoryUpdate, rt: RuntimeDep,
+                      user_id: str = UserId,
+                      folder_id: str | None = Query(default=None, max_length=255)) -> MemoryRead:
+    """Change a memory's text, bank or tags; the change is audited."""
+    memory = await memories.edit_for_user(rt, user_id=user_id, memory_id=memory_id,
+                                          content=body.content, bank=body.bank, tags=body.tags,
+                                          folder_id=folder_id)
+    return MemoryRead.from_record(memory)
+
+
+@router.delete("/{memory_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def forget_memory(memory_id: uuid.UUID, rt: RuntimeDep, user_id: str = UserId,
+                        folder_id: str | None = Query(default=None, max_length=255)) -> Response:
+    """Forget a memory everywhere; only a content-free tombstone stays."""
+    await memories.forget_for_user(rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,164 @@
+"""HTTP request and response bodies, by role (the filter depends on these, not on tables)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from service.core.records import Bank, ChatContext, ChatKind, Memory
+
+MAX_MESSAGE_CHARS = 32_000
+MAX_MEMORY_CHARS = 2_000
+ID = Field(min_length=1, max_length=255)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+class ChatContextIn(BaseModel):
+    """What the filter knows about the turn (DESIGN §2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str = ID
+    user_name: str | None = Field(default=None, max_length=255)
+    chat_id: str = Field(default="", max_length=255)
+    kind: ChatKind
+    folder_id: str | None = Field(default=None, max_length=255)
+    collaborative: bool = False
+    collaborative_reason: str | None = Field(default=None, max_length=64)
+    read_in_temporary: bool = True
+
+    def to_record(self) -> ChatContext:
+        return ChatContext(
+            user_id=self.user_id, kind=self.kind, chat_id=self.chat_id, user_name=self.user_name,
+            folder_id=self.folder_id or None, collaborative=self.collaborative,
+            collaborative_reason=self.collaborative_reason,
+            read_in_temporary=self.read_in_temporary)
+
+
+class ContextRequest(BaseModel):
+    """Inlet: which memories should go with this message?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chat: ChatContextIn
+    message: str = Field(max_length=MAX_MESSAGE_CHARS)
+    budget_tokens: int | None = Field(default=None, ge=0, le=8_000)
+    now: datetime | None = None
+
+    @field_validator("now")
+    @classmethod
+    def _now_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+
+class ContextMemory(BaseModel):
+    """One injected memory with the numbers that chose it."""
+
+    id: uuid.UUID
+    bank: Bank
+    content: str
+    similarity: float
+    score: float
+    created_at: datetime
+
+
+class ContextResponse(BaseModel):
+    """The block to append to the system message, and what is in it."""
+
+    block: str
+    memories: list[ContextMemory]
+    profile: str | None
+    status: str
+
+
+class HistoryMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=MAX_MESSAGE_CHARS)
+
+
+class TurnRequest(BaseModel):
+    """Outlet: a finished turn to extract memories from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chat: ChatContextIn
+    user_message_id: str = ID
+    user_message: str = Field(max_length=MAX_MESSAGE_CHARS)
+    assistant_message: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
+    history: list[HistoryMessage] = Field(default_factory=list, max_length=6)
+    occurred_at: datetime | None = None
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _at_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+
+class TurnResponse(BaseModel):
+    status: Literal["queued", "duplicate", "skipped"]
+    detail: str
+
+
+class MemoryCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS)
+    bank: Bank = Bank.PERSONAL
+    tags: list[str] = Field(default_factory=list, max_length=10)
+    folder_id: str | None = Field(default=None, max_length=255)
+
+
+class MemoryUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = Field(default=None, min_length=1, max_length=MAX_MEMORY_CHARS)
+    bank: Bank | None = None
+    tags: list[str] | None = Field(default=None, max_length=10)
+
+
+class MemoryRead(BaseModel):
+    id: uuid.UUID
+    owner_kind: str
+    owner_id: str
+    bank: Bank
+    content: str
+    tags: list[str]
+    confidence: float
+    status: str
+    source: str
+    source_chat_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    last_used_at: datetime | None
+
+    @classmethod
+    def from_record(cls, m: Memory) -> MemoryRead:
+        return cls(id=m.id, owner_kind=m.owner_kind.value, owner_id=m.owner_id, bank=m.bank,
+                   content=m.content, tags=list(m.tags), confidence=m.confidence,
+                   status=m.status.value, source=m.source_kind.value,
+                   source_chat_id=m.source_chat_id, created_at=m.created_at,
+                   updated_at=m.updated_at, last_used_at=m.last_used_at)
+
+
+class MemoryList(BaseModel):
+    items: list[MemoryRead]
+    total: int
+
+
+class StatusRead(BaseModel):
+    llm_configured: bool
+    turns_queued: int
+    turns_done: int
+    turns_failed: int
+    memories_active: int
+    status: str

@@ -1,0 +1,93 @@
+"""`python -m service …` — the service's command line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from service.config import Settings
+from service.errors import MemoryServiceError
+
+app = typer.Typer(help="Memory service for Open WebUI.", no_args_is_help=True,
+                  pretty_exceptions_enable=False, add_completion=False)
+
+
+def _fail(exc: BaseException, verbose: bool) -> None:
+    causes: list[str] = []
+    current: BaseException | None = exc
+    while current is not None:
+        causes.append(str(current) or type(current).__name__)
+        current = current.__cause__
+    typer.echo("error: " + "\n  caused by: ".join(causes), err=True)
+    if verbose:
+        raise exc
+    raise typer.Exit(code=1)
+
+
+FILTER_HELP = """
+Memory service ready on http://{host}:{port}
+  API key: {key}
+Install the filter into Open WebUI:
+  Admin Panel → Functions → + → paste filter/memory_filter.py → Save → enable it (and make it Global);
+  then open its Valves: service_url = http://{host}:{port} (as Open WebUI reaches it), api_key = the key above.
+"""
+
+
+@app.command()
+def serve(
+    host: str | None = typer.Option(None, help="Address to bind (default MEMORY_HOST)."),
+    port: int | None = typer.Option(None, help="Port (default MEMORY_PORT)."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Tracebacks and debug logs."),
+) -> None:
+    """Run the API and the job workers (embedded PostgreSQL unless DATABASE_URL is set)."""
+    import uvicorn
+
+    from service.api.app import create_app
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        overrides = {k: v for k, v in {"MEMORY_HOST": host, "MEMORY_PORT": port}.items() if v}
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+        settings.check_bind()
+        api = create_app(settings)
+        typer.echo(FILTER_HELP.format(host=settings.host, port=settings.port,
+                                      key=settings.bearer_key()))
+        uvicorn.run(api, host=settings.host, port=settings.port, log_level="info",
+                    timeout_graceful_shutdown=10)
+    except MemoryServiceError as exc:
+        _fail(exc, verbose)
+
+
+@app.command()
+def migrate(verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
+    """Apply database migrations and exit."""
+    from service.storage import migrate as migrations
+    from service.storage.db import start_embedded
+
+    try:
+        settings = Settings()
+        url, server = (settings.database_url, None) if settings.database_url else \
+            start_embedded(settings.state_dir)
+        migrations.upgrade(url)
+        typer.echo("database is at the newest migration")
+        if server is not None:
+            server.cleanup()
+    except MemoryServiceError as exc:
+        _fail(exc, verbose)
+
+
+@app.command("api-key")
+def api_key() -> None:
+    """Print the API key the filter must use."""
+    typer.echo(Settings().bearer_key())
+
+
+def main() -> None:  # pragma: no cover
+    app(prog_name="memory-service")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

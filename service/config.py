@@ -1,0 +1,129 @@
+"""Service settings, read from the environment (one table in the README)."""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.errors import ConfigurationError
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. Defaults are the founding design's (DESIGN §11)."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", populate_by_name=True)
+
+    # --- where things live -------------------------------------------------------------
+    state_dir: Path = Field(
+        default=Path(".state"),
+        alias="MEMORY_STATE_DIR",
+        description="Folder for the embedded PostgreSQL data and the generated API key.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        alias="DATABASE_URL",
+        description="PostgreSQL URL with pgvector; unset = embedded PostgreSQL in the state dir.",
+    )
+    host: str = Field(default="127.0.0.1", alias="MEMORY_HOST", description="Address to bind.")
+    port: int = Field(default=8765, alias="MEMORY_PORT", ge=1, le=65535, description="Port.")
+    api_key: SecretStr | None = Field(
+        default=None,
+        alias="MEMORY_API_KEY",
+        description="Bearer key the filter must send; unset = generated once into the state dir.",
+    )
+
+    # --- LLM for extraction ------------------------------------------------------------
+    llm_base_url: str | None = Field(
+        default=None,
+        alias="LLM_BASE_URL",
+        description="OpenAI-compatible base URL (…/v1, or Open WebUI's …/api); unset = no extraction.",
+    )
+    llm_model: str | None = Field(default=None, alias="LLM_MODEL", description="Model id.")
+    llm_api_key: SecretStr | None = Field(default=None, alias="LLM_API_KEY", description="Key.")
+    llm_timeout_s: float = Field(default=60.0, alias="LLM_TIMEOUT_S", gt=0, description="Per call.")
+    llm_json_mode: bool = Field(
+        default=True,
+        alias="LLM_JSON_MODE",
+        description="Send response_format=json_object (turn off for backends that reject it).",
+    )
+
+    # --- embeddings --------------------------------------------------------------------
+    embedding_model_path: Path | None = Field(
+        default=None,
+        alias="EMBEDDING_MODEL_PATH",
+        description="sentence-transformers folder; unset = the bundled all-MiniLM-L6-v2.",
+    )
+    embedding_threads: int = Field(
+        default=1, alias="EMBEDDING_THREADS", ge=1, le=64, description="CPU threads for embedding."
+    )
+
+    # --- retrieval (DESIGN §6) -----------------------------------------------------------
+    candidate_limit: int = Field(default=50, alias="MEMORY_CANDIDATES", ge=1, le=500)
+    relevance_threshold: float = Field(default=0.7, alias="MEMORY_RELEVANCE_THRESHOLD", ge=0, le=1)
+    relevance_weight: float = Field(default=0.8, alias="MEMORY_RELEVANCE_WEIGHT", ge=0, le=1)
+    half_life_days: float = Field(default=60.0, alias="MEMORY_HALF_LIFE_DAYS", gt=0)
+    budget_tokens: int = Field(default=400, alias="MEMORY_BUDGET_TOKENS", ge=0, le=8000)
+    max_injected: int = Field(default=20, alias="MEMORY_MAX_INJECTED", ge=0, le=200)
+    core_max_items: int = Field(
+        default=5, alias="MEMORY_CORE_ITEMS", ge=0, le=50,
+        description="Core memories injected with every turn (at most a third of the budget).")
+
+    # --- write path (DESIGN §5) --------------------------------------------------------
+    dedup_text_ratio: float = Field(default=0.95, alias="MEMORY_DEDUP_TEXT_RATIO", ge=0, le=1)
+    dedup_cosine: float = Field(default=0.97, alias="MEMORY_DEDUP_COSINE", ge=0, le=1)
+    extraction_neighbours: int = Field(default=10, alias="MEMORY_EXTRACTION_NEIGHBOURS", ge=0)
+    extraction_max_attempts: int = Field(default=5, alias="MEMORY_EXTRACTION_ATTEMPTS", ge=1)
+    worker_concurrency: int = Field(default=2, alias="MEMORY_WORKER_CONCURRENCY", ge=1, le=32)
+    run_workers: bool = Field(
+        default=True, alias="MEMORY_RUN_WORKERS", description="Run job workers in the API process."
+    )
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _strip_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @property
+    def llm_configured(self) -> bool:
+        """True when extraction has an endpoint and a model."""
+        return bool(self.llm_base_url and self.llm_model)
+
+    def bearer_key(self) -> str:
+        """The API key: from the environment, else generated once into the state dir."""
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        path = self.state_dir / "api_key"
+        if path.exists():
+            return path.read_text(encoding="utf-8").strip()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(32)
+        path.write_text(key + "\n", encoding="utf-8")
+        path.chmod(0o600)
+        return key
+
+    def check_bind(self) -> None:
+        """Refuse a non-loopback bind without an explicit key.
+
+        Raises:
+            ConfigurationError: when MEMORY_HOST is not loopback and MEMORY_API_KEY is unset.
+        """
+        try:
+            loopback = ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            loopback = self.host == "localhost"
+        if not loopback and (self.api_key is None or not self.api_key.get_secret_value()):
+            raise ConfigurationError(
+                f"MEMORY_HOST={self.host} is reachable from other machines; "
+                "set MEMORY_API_KEY before binding beyond loopback."
+            )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Settings from the environment, built once per process."""
+    return Settings()

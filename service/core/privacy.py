@@ -1,0 +1,59 @@
+"""The privacy table of DESIGN §3: which banks of which owners a chat may read and write.
+
+Storage applies the returned scopes inside every SQL statement that reads memories.
+"""
+
+from __future__ import annotations
+
+from service.core.records import (
+    Bank,
+    ChatContext,
+    ChatKind,
+    OwnerKind,
+    ReadScope,
+    Scope,
+    WriteScope,
+)
+
+_NO_MEMORY_KINDS = frozenset({ChatKind.API, ChatKind.AUTOMATED, ChatKind.TASK})
+
+
+def _cells(chat: ChatContext) -> list[Scope]:
+    """All cells the rules allow for this chat, before read/write differences."""
+    cells: list[Scope] = []
+    if not chat.collaborative:
+        cells.append(Scope(OwnerKind.USER, chat.user_id, Bank.PERSONAL))
+    cells.append(Scope(OwnerKind.USER, chat.user_id, Bank.INTERACTION))
+    if chat.folder_id:
+        cells.append(Scope(OwnerKind.FOLDER, chat.folder_id, Bank.PROJECT))
+    return cells
+
+
+def read_scope(chat: ChatContext) -> ReadScope:
+    """Cells this chat may inject into the prompt (DESIGN §3, "read").
+
+    - private saved chat: Personal, Interaction Patterns of the sender, the folder's Project Memory;
+    - collaborative chat (channel, shared folder or chat, sender ≠ owner): never Personal;
+    - temporary chat: the same as a private chat when `read_in_temporary`, else nothing;
+    - API call, automation, background task: nothing.
+
+    Folder membership is decided by the filter from Open WebUI at the time of the turn: a chat
+    in a folder is only seen by people who can open that folder.
+    """
+    if chat.kind in _NO_MEMORY_KINDS or not chat.user_id:
+        return ReadScope()
+    if chat.kind is ChatKind.TEMPORARY and not chat.read_in_temporary:
+        return ReadScope()
+    return ReadScope(tuple(_cells(chat)))
+
+
+def write_scope(chat: ChatContext) -> WriteScope:
+    """Cells extraction from this chat may write (DESIGN §3, "write").
+
+    Temporary chats, API calls, automations and background tasks write nothing; a
+    collaborative chat writes only the speaker's Interaction Patterns and the folder's
+    Project Memory, never anyone's Personal bank.
+    """
+    if chat.kind in _NO_MEMORY_KINDS or chat.kind is ChatKind.TEMPORARY or not chat.user_id:
+        return WriteScope()
+    return WriteScope({cell.bank: cell for cell in _cells(chat)})

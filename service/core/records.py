@@ -1,0 +1,179 @@
+"""Domain types shared by every layer: banks, statuses, chat context and memory records."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class Bank(StrEnum):
+    """Memory banks (DESIGN §3); values are what the database stores."""
+
+    PERSONAL = "personal"  #: identity and private facts of one user
+    INTERACTION = "interaction_patterns"  #: how one user likes to be answered and works
+    PROJECT = "project"  #: facts about the shared work of one folder
+
+    @property
+    def title(self) -> str:
+        """Human name of the bank."""
+        return _BANK_TITLES[self]
+
+    @classmethod
+    def parse(cls, text: str) -> Bank:
+        """Read a bank from a value, a title or a common alias (case-insensitive).
+
+        Raises:
+            ValueError: for an unknown bank name.
+        """
+        key = text.strip().lower().replace("-", " ").replace("_", " ")
+        for bank in cls:
+            if key in (bank.value.replace("_", " "), bank.title.lower()):
+                return bank
+        alias = {"interaction": cls.INTERACTION, "patterns": cls.INTERACTION,
+                 "project memory": cls.PROJECT, "projects": cls.PROJECT}.get(key)
+        if alias is None:
+            raise ValueError(f"unknown bank {text!r}; use personal, interaction_patterns or project")
+        return alias
+
+
+_BANK_TITLES = {
+    Bank.PERSONAL: "Personal",
+    Bank.INTERACTION: "Interaction Patterns",
+    Bank.PROJECT: "Project Memory",
+}
+
+
+class OwnerKind(StrEnum):
+    """Who owns a memory."""
+
+    USER = "user"  #: Personal and Interaction Patterns belong to one user
+    FOLDER = "folder"  #: Project Memory belongs to one Open WebUI folder
+
+
+class Status(StrEnum):
+    """Lifecycle of a memory (DESIGN §4)."""
+
+    ACTIVE = "active"  #: readable and injectable
+    SUPERSEDED = "superseded"  #: replaced by a newer version (history)
+    ARCHIVED = "archived"  #: retired, restorable, never injected
+    DELETED = "deleted"  #: forgotten: content-free tombstone
+
+
+class SourceKind(StrEnum):
+    """Where a memory came from."""
+
+    EXTRACTION = "extraction"  #: extracted by the LLM from a chat turn
+    MANUAL = "manual"  #: added or edited by the user
+    SUMMARY = "summary"  #: written by the consolidation summarizer
+
+
+class ChatKind(StrEnum):
+    """What kind of turn the filter saw (DESIGN §2)."""
+
+    SAVED = "saved"  #: an ordinary saved chat
+    TEMPORARY = "temporary"  #: a temporary (incognito) chat
+    CHANNEL = "channel"  #: an @model turn in a channel
+    API = "api"  #: an API call without a chat
+    AUTOMATED = "automated"  #: automations, sub-agents, timers
+    TASK = "task"  #: title, tags, follow-ups and other background tasks
+
+
+TAGS = ("identity", "preference", "goal", "relationship", "behavior", "possession")
+"""Memory categories of the founding design (DESIGN §5; seeds/001)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatContext:
+    """What the filter knows about the turn; trusted by the service (DESIGN §2)."""
+
+    user_id: str  #: the sender of this turn
+    kind: ChatKind  #: saved, temporary, channel, api, automated or task
+    chat_id: str = ""  #: "" when there is no chat
+    user_name: str | None = None  #: display name, for prompts
+    folder_id: str | None = None  #: the chat's folder (project), if any
+    collaborative: bool = False  #: several people can see this chat
+    collaborative_reason: str | None = None  #: why the filter thinks so
+    read_in_temporary: bool = True  #: may a temporary chat read memories
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """One owner-and-bank cell a query may touch."""
+
+    owner_kind: OwnerKind  #: user or folder
+    owner_id: str  #: user id or folder id
+    bank: Bank  #: the bank within that owner
+
+
+@dataclass(frozen=True, slots=True)
+class ReadScope:
+    """The cells a chat may read; empty = read nothing."""
+
+    scopes: tuple[Scope, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.scopes)
+
+    @property
+    def banks(self) -> frozenset[Bank]:
+        """Banks present in this scope."""
+        return frozenset(s.bank for s in self.scopes)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteScope:
+    """Where extraction from this chat may write: bank → owner; empty = write nothing."""
+
+    owners: dict[Bank, Scope] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.owners)
+
+    def scope_for(self, bank: Bank) -> Scope | None:
+        """The owner cell for `bank`, or None when this chat may not write it."""
+        return self.owners.get(bank)
+
+    def as_read_scope(self) -> ReadScope:
+        """The same cells as a read scope (to show extraction its neighbours)."""
+        return ReadScope(tuple(self.owners.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One memory as it leaves storage (never an ORM object)."""
+
+    id: uuid.UUID  #: primary key
+    owner_kind: OwnerKind  #: user or folder
+    owner_id: str  #: user id or folder id
+    bank: Bank  #: Personal, Interaction Patterns or Project Memory
+    content: str  #: the fact, in the user's language; "" for a tombstone
+    tags: tuple[str, ...]  #: categories (identity, preference, …)
+    confidence: float  #: 0..1, as given by extraction or 1.0 for manual
+    status: Status  #: active, superseded, archived or deleted
+    source_kind: SourceKind  #: extraction, manual or summary
+    source_chat_id: str | None  #: chat the memory came from
+    source_message_id: str | None  #: user message the memory came from
+    created_at: datetime  #: when the fact was stated (UTC)
+    updated_at: datetime  #: last change (UTC)
+    last_used_at: datetime | None  #: last injection into a prompt
+    superseded_by: uuid.UUID | None = None  #: newer version, when superseded
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A memory found by search, with its similarity to the query."""
+
+    memory: Memory  #: the memory
+    similarity: float  #: relevance in [0, 1]: 1 − cosine_distance / 2 (seeds/001)
+    cosine: float  #: raw cosine similarity in [-1, 1]
+
+
+@dataclass(frozen=True, slots=True)
+class RankedMemory:
+    """A memory chosen for injection, with the numbers that chose it."""
+
+    memory: Memory  #: the memory
+    similarity: float  #: relevance in [0, 1]
+    score: float  #: blended relevance and recency in [0, 1]

@@ -1,0 +1,1 @@
+"""Text embeddings (the only package that imports torch)."""

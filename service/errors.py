@@ -1,0 +1,46 @@
+"""The service's exception hierarchy; each docstring is the default message."""
+
+from __future__ import annotations
+
+
+class MemoryServiceError(Exception):
+    """The memory service failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigurationError(MemoryServiceError):
+    """The service is misconfigured."""
+
+
+class MemoryNotFound(MemoryServiceError):
+    """No such memory for this user."""
+
+
+class ScopeDenied(MemoryServiceError):
+    """This chat may not read or write that memory bank."""
+
+
+class InvalidInput(MemoryServiceError):
+    """The request is not valid."""
+
+
+class LLMUnavailable(MemoryServiceError):
+    """The extraction LLM could not be reached or answered with an error."""
+
+
+class LLMNotConfigured(MemoryServiceError):
+    """No extraction LLM is configured (set LLM_BASE_URL and LLM_MODEL)."""
+
+
+class ExtractionOutputInvalid(MemoryServiceError):
+    """The LLM's extraction answer is not a valid operations object, even after repair."""
+
+
+class EmbeddingDimensionMismatch(MemoryServiceError):
+    """The embedding model's dimension differs from the stored vectors'."""
+
+
+class DatabaseUnavailable(MemoryServiceError):
+    """PostgreSQL could not be reached."""

@@ -1,0 +1,1 @@
+"""One module per operation; routes, jobs and CLI commands call the same flow."""

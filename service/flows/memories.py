@@ -1,0 +1,141 @@
+"""Manual memory management for one user: list, add, edit, forget (DESIGN §4, §9)."""
+
+from __future__ import annotations
+
+import unicodedata
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import numpy as np
+
+from service.core import safety
+from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
+from service.errors import InvalidInput, MemoryNotFound
+from service.flows.runtime import Runtime
+from service.storage import audit, memories
+
+
+def owned_scope(user_id: str, *, folder_id: str | None = None,
+                bank: Bank | None = None) -> ReadScope:
+    """The cells a user manages: their Personal and Interaction Patterns banks, plus the
+    Project Memory of `folder_id` when given (membership is checked by the filter)."""
+    cells = [Scope(OwnerKind.USER, user_id, Bank.PERSONAL),
+             Scope(OwnerKind.USER, user_id, Bank.INTERACTION)]
+    if folder_id:
+        cells.append(Scope(OwnerKind.FOLDER, folder_id, Bank.PROJECT))
+    if bank is not None:
+        cells = [c for c in cells if c.bank is bank]
+    return ReadScope(tuple(cells))
+
+
+def _clean(content: str) -> str:
+    text = unicodedata.normalize("NFC", content).strip()
+    if not text:
+        raise InvalidInput("the memory text is empty")
+    if safety.looks_like_instruction(text):
+        raise InvalidInput("memories hold facts, not instructions to the assistant")
+    return safety.redact_secrets(text)
+
+
+async def list_for_user(
+    rt: Runtime, *, user_id: str, bank: Bank | None, folder_id: str | None, limit: int,
+    offset: int,
+) -> tuple[list[Memory], int]:
+    """A page of the user's active memories, newest first, and the total."""
+    async with rt.db.unit_of_work() as session:
+        return await memories.list_memories(
+            session, scope=owned_scope(user_id, folder_id=folder_id, bank=bank), limit=limit,
+            offset=offset)
+
+
+async def get_for_user(rt: Runtime, *, user_id: str, memory_id: uuid.UUID,
+                       folder_id: str | None = None) -> Memory:
+    """One active memory of the user. Raises MemoryNotFound."""
+    async with rt.db.unit_of_work() as session:
+        found = await memories.get(session, scope=owned_scope(user_id, folder_id=folder_id),
+                                   memory_id=memory_id)
+    if found is None:
+        raise MemoryNotFound(f"no memory {memory_id} for this user")
+    return found
+
+
+async def add_for_user(
+    rt: Runtime, *, user_id: str, content: str, bank: Bank, tags: Sequence[str],
+    folder_id: str | None,
+) -> Memory:
+    """Store a memory the user wrote themselves (confidence 1.0).
+
+    Raises:
+        InvalidInput: empty or instruction-like text, or a Project memory without a folder.
+    """
+    text = _clean(content)
+    if bank is Bank.PROJECT and not folder_id:
+        raise InvalidInput("a Project Memory needs the folder_id of its project")
+    owner_kind, owner_id = ((OwnerKind.FOLDER, folder_id) if bank is Bank.PROJECT
+                            else (OwnerKind.USER, user_id))
+    vector = await rt.encoder.encode_one(text)
+    now = datetime.now(UTC)
+    async with rt.db.unit_of_work() as session:
+        memory = await memories.insert(
+            session, owner_kind=owner_kind, owner_id=owner_id or user_id, bank=bank, content=text,
+            tags=list(tags), confidence=1.0, source_kind=SourceKind.MANUAL, source_chat_id=None,
+            source_message_id=None, created_at=now, embedding=np.asarray(vector),
+            embedding_model=rt.encoder.model_name)
+        await audit.record(session, memory_id=memory.id, owner_id=memory.owner_id,
+                           actor=f"user:{user_id}", action="create", reason="added by the user",
+                           after=audit.snapshot(memory))
+    return memory
+
+
+async def edit_for_user(
+    rt: Runtime, *, user_id: str, memory_id: uuid.UUID, content: str | None,
+    bank: Bank | None, tags: Sequence[str] | None, folder_id: str | None = None,
+) -> Memory:
+    """Change a memory's text, bank or tags. Raises MemoryNotFound, InvalidInput."""
+    text = _clean(content) if content is not None else None
+    vector = np.asarray(await rt.encoder.encode_one(text)) if text is not None else None
+    now = datetime.now(UTC)
+    scope = owned_scope(user_id, folder_id=folder_id)
+    async with rt.db.unit_of_work() as session:
+        before = await memories.get(session, scope=scope, memory_id=memory_id)
+        if before is None:
+            raise MemoryNotFound(f"no memory {memory_id} for this user")
+        if bank is not None and (bank is Bank.PROJECT) != (before.bank is Bank.PROJECT):
+            raise InvalidInput("a memory cannot move between a user's banks and a project")
+        await memories.update_fields(session, memory_id=memory_id, at=now, content=text, bank=bank,
+                                     tags=tags, embedding=vector,
+                                     embedding_model=rt.encoder.model_name)
+        after = await memories.get(session, scope=ReadScope(tuple(
+            Scope(before.owner_kind, before.owner_id, b) for b in Bank)), memory_id=memory_id)
+        assert after is not None
+        await audit.record(session, memory_id=memory_id, owner_id=before.owner_id,
+                           actor=f"user:{user_id}", action="update", reason="edited by the user",
+                           before=audit.snapshot(before), after=audit.snapshot(after))
+    return after
+
+
+async def forget_for_user(rt: Runtime, *, user_id: str, memory_id: uuid.UUID,
+                          folder_id: str | None = None) -> int:
+    """Forget a memory and its earlier versions everywhere: content, vector, full text and
+    audit payloads are removed; a content-free tombstone stays.
+
+    Returns:
+        Number of rows tombstoned (the memory and its history).
+
+    Raises:
+        MemoryNotFound: when the memory is not the user's or is already forgotten.
+    """
+    now = datetime.now(UTC)
+    async with rt.db.unit_of_work() as session:
+        found = await memories.get(
+            session, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id,
+            statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED))
+        if found is None:
+            raise MemoryNotFound(f"no memory {memory_id} for this user")
+        chain = await memories.history_chain(session, memory_id=memory_id)
+        await memories.tombstone(session, memory_ids=chain, at=now)
+        await audit.scrub(session, memory_ids=chain)
+        await audit.record(session, memory_id=memory_id, owner_id=found.owner_id,
+                           actor=f"user:{user_id}", action="forget", reason="forgotten by the user")
+    return len(chain)

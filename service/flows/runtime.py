@@ -1,0 +1,36 @@
+"""The live parts every flow needs, built once by the entry point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from service.config import Settings
+from service.core.ranking import RankingParams
+from service.embeddings.encoder import Encoder
+from service.llm.client import LLMClient
+from service.storage.db import Database
+
+if TYPE_CHECKING:
+    import procrastinate
+
+
+@dataclass
+class Runtime:
+    """Database, embedding encoder, LLM client, job app and settings."""
+
+    settings: Settings
+    db: Database
+    encoder: Encoder
+    llm: LLMClient
+    jobs: procrastinate.App
+
+    def ranking_params(self, budget_tokens: int | None = None) -> RankingParams:
+        s = self.settings
+        return RankingParams(
+            relevance_threshold=s.relevance_threshold,
+            relevance_weight=s.relevance_weight,
+            half_life_days=s.half_life_days,
+            budget_tokens=s.budget_tokens if budget_tokens is None else budget_tokens,
+            max_items=s.max_injected,
+        )

@@ -1,0 +1,1 @@
+"""Durable background jobs (procrastinate on the same PostgreSQL)."""

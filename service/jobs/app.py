@@ -1,0 +1,88 @@
+"""The procrastinate App, its tasks and the in-process worker runner.
+
+Tasks are thin: they take the Runtime from the worker's context and call a flow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import procrastinate
+
+from service.flows import extraction
+from service.flows.runtime import Runtime
+from service.flows.turns import EXTRACT_TASK, EXTRACTION_QUEUE
+
+log = logging.getLogger(__name__)
+
+STALLED_CHECK_INTERVAL_S = 15.0
+"""How often workers look for jobs left running by a dead worker."""
+STALLED_AFTER_S = 30.0
+"""A worker without a heartbeat for this long is dead (procrastinate's default is 30 s)."""
+
+
+def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
+    """A procrastinate App on `conninfo` (libpq URL) with the service's tasks registered.
+
+    Args:
+        max_attempts: tries of an extraction job before its turn is marked failed; waits
+            grow as 2 ** (attempt + 1) seconds.
+    """
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
+
+    @app.task(name=EXTRACT_TASK, queue=EXTRACTION_QUEUE, pass_context=True,
+              retry=procrastinate.RetryStrategy(max_attempts=max_attempts, exponential_wait=2))
+    async def extract_turn(context: procrastinate.JobContext, turn_id: int) -> None:
+        rt: Runtime = context.additional_context["runtime"]
+        attempts = context.job.attempts if context.job else 0
+        try:
+            outcome = await extraction.run_extraction(rt, turn_id=turn_id)
+        except Exception as exc:
+            if attempts + 1 >= max_attempts:
+                await extraction.mark_turn_failed(rt, turn_id=turn_id, error=str(exc))
+            raise
+        log.info("turn %s: %s (%s written)", turn_id, outcome.status, outcome.written)
+
+    del extract_turn
+    return app
+
+
+async def run_workers(rt: Runtime, *, concurrency: int) -> None:
+    """Run the job workers until cancelled, with recovery of stalled jobs.
+
+    Without a configured LLM, extraction jobs are left waiting in the queue.
+    """
+    if not rt.llm.configured:
+        log.warning("no LLM configured (LLM_BASE_URL, LLM_MODEL): extraction jobs wait")
+        return
+    recovery = asyncio.create_task(_recover_stalled_jobs(rt.jobs), name="stalled-job-recovery")
+    try:
+        await rt.jobs.run_worker_async(
+            queues=[EXTRACTION_QUEUE], concurrency=concurrency, wait=True,
+            install_signal_handlers=False, additional_context={"runtime": rt},
+            fetch_job_polling_interval=1.0, shutdown_graceful_timeout=10.0,
+            delete_jobs="successful",
+        )
+    finally:
+        recovery.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await recovery
+
+
+async def _recover_stalled_jobs(app: procrastinate.App) -> None:
+    """Retry jobs whose worker died (kill -9, power loss) so no accepted turn is lost."""
+    while True:
+        try:
+            stalled: Any = await app.job_manager.get_stalled_jobs(
+                seconds_since_heartbeat=STALLED_AFTER_S)
+            for job in stalled:
+                log.warning("retrying stalled job %s (%s)", job.id, job.task_name)
+                await app.job_manager.retry_job(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("stalled-job recovery failed; trying again later")
+        await asyncio.sleep(STALLED_CHECK_INTERVAL_S)

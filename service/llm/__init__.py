@@ -1,0 +1,1 @@
+"""The OpenAI-compatible LLM client (the only package that calls the model)."""

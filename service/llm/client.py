@@ -1,0 +1,92 @@
+"""OpenAI-compatible chat completions over httpx, with JSON repair of the answer."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import json_repair
+
+from service.errors import ExtractionOutputInvalid, LLMNotConfigured, LLMUnavailable
+
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def decode_json_answer(text: str) -> Any:
+    """Decode the JSON object in an LLM answer.
+
+    Strips reasoning blocks (`<think>…</think>`), code fences and text around the first
+    `{`…last `}`, then parses with json-repair.
+
+    Raises:
+        ExtractionOutputInvalid: when no JSON object or array can be recovered.
+    """
+    cleaned = _THINK.sub("", text or "").strip()
+    fence = _FENCE.search(cleaned)
+    if fence:
+        cleaned = fence.group(1).strip()
+    start, end = cleaned.find("{"), cleaned.rfind("}")
+    if start != -1 and end > start:
+        cleaned = cleaned[start : end + 1]
+    elif not cleaned.startswith("["):
+        raise ExtractionOutputInvalid("the answer contains no JSON object")
+    try:
+        data = json_repair.loads(cleaned)
+    except Exception as exc:
+        raise ExtractionOutputInvalid(f"the answer is not repairable JSON: {exc}") from exc
+    if not isinstance(data, dict | list):
+        raise ExtractionOutputInvalid("the answer is not a JSON object")
+    return data
+
+
+class LLMClient:
+    """Chat completions against one OpenAI-compatible endpoint."""
+
+    def __init__(self, *, base_url: str | None, model: str | None, api_key: str | None,
+                 timeout_s: float = 60.0, json_mode: bool = True) -> None:
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self.model = model
+        self.json_mode = json_mode
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+    async def complete(self, messages: list[dict[str, str]], *, json_answer: bool = False,
+                       temperature: float = 0.0, max_tokens: int = 1_500) -> str:
+        """The assistant text for `messages`.
+
+        Raises:
+            LLMNotConfigured: without base URL or model.
+            LLMUnavailable: on connection errors, timeouts, non-2xx answers or odd bodies.
+        """
+        if not self.configured:
+            raise LLMNotConfigured()
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": False,
+                                "temperature": temperature, "max_tokens": max_tokens}
+        if json_answer and self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = await self._http.post(url, json=body)
+        except httpx.HTTPError as exc:
+            raise LLMUnavailable(f"the LLM at {self.base_url} is unreachable: {exc!r}") from exc
+        if response.status_code >= 400:
+            raise LLMUnavailable(
+                f"the LLM answered HTTP {response.status_code}: {response.text[:200]}"
+            )
+        try:
+            message = response.json()["choices"][0]["message"]
+            content = message.get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LLMUnavailable("the LLM answer is not a chat completion") from exc
+        if isinstance(content, list):  # some servers answer content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return str(content)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

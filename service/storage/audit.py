@@ -1,0 +1,50 @@
+"""Audit events: who changed which memory, how, and why (DESIGN §4)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.core.records import Memory
+from service.storage.tables import MemoryEventRow
+
+
+def snapshot(memory: Memory) -> dict[str, Any]:
+    """The audited fields of a memory as JSON."""
+    return {
+        "content": memory.content,
+        "bank": memory.bank.value,
+        "tags": list(memory.tags),
+        "status": memory.status.value,
+        "confidence": memory.confidence,
+    }
+
+
+async def record(
+    session: AsyncSession, *, memory_id: uuid.UUID, owner_id: str, actor: str, action: str,
+    reason: str | None = None, before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> None:
+    """Append one audit event (flushed with the change it describes)."""
+    session.add(MemoryEventRow(memory_id=memory_id, owner_id=owner_id, actor=actor, action=action,
+                               reason=reason, before=before, after=after))
+    await session.flush()
+
+
+async def scrub(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> None:
+    """Remove memory content from the audit trail of forgotten memories (keeps who/when/what)."""
+    await session.execute(
+        update(MemoryEventRow)
+        .where(MemoryEventRow.memory_id.in_(list(memory_ids)))
+        .values(before=None, after=None)
+    )
+
+
+async def count_for(session: AsyncSession, *, memory_id: uuid.UUID) -> int:
+    """Number of audit events of a memory."""
+    stmt = select(func.count()).where(MemoryEventRow.memory_id == memory_id)
+    return int((await session.execute(stmt)).scalar_one())

@@ -1,0 +1,268 @@
+"""Memory rows: insert, exact per-owner vector search, listing and lifecycle changes.
+
+Every read takes a required `scope`; the scope filter is part of the SQL statement
+(DESIGN §3), so a query can never see another owner's rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select, tuple_, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.core.records import (
+    Bank,
+    Candidate,
+    Memory,
+    OwnerKind,
+    ReadScope,
+    SourceKind,
+    Status,
+)
+from service.storage.tables import MemoryRow
+
+
+def to_record(row: MemoryRow) -> Memory:
+    """A frozen record from an ORM row."""
+    return Memory(
+        id=row.id,
+        owner_kind=OwnerKind(row.owner_kind),
+        owner_id=row.owner_id,
+        bank=Bank(row.bank),
+        content=row.content,
+        tags=tuple(row.tags or ()),
+        confidence=row.confidence,
+        status=Status(row.status),
+        source_kind=SourceKind(row.source_kind),
+        source_chat_id=row.source_chat_id,
+        source_message_id=row.source_message_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_used_at=row.last_used_at,
+        superseded_by=row.superseded_by,
+    )
+
+
+def scope_filter(scope: ReadScope) -> ColumnElement[bool]:
+    """SQL condition matching exactly the (owner_kind, owner_id, bank) cells of `scope`."""
+    if not scope:
+        return and_(False)  # type: ignore[arg-type]
+    cells = [(s.owner_kind.value, s.owner_id, s.bank.value) for s in scope.scopes]
+    return tuple_(MemoryRow.owner_kind, MemoryRow.owner_id, MemoryRow.bank).in_(cells)
+
+
+async def insert(
+    session: AsyncSession,
+    *,
+    owner_kind: OwnerKind,
+    owner_id: str,
+    bank: Bank,
+    content: str,
+    tags: Sequence[str],
+    confidence: float,
+    source_kind: SourceKind,
+    source_chat_id: str | None,
+    source_message_id: str | None,
+    created_at: datetime,
+    embedding: np.ndarray | None,
+    embedding_model: str | None,
+) -> Memory:
+    """Insert an active memory and return it.
+
+    Args:
+        embedding: (384,) float32, L2-normalized, or None to embed later.
+        created_at: when the fact was stated (tz-aware).
+    """
+    row = MemoryRow(
+        id=uuid.uuid4(),
+        owner_kind=owner_kind.value,
+        owner_id=owner_id,
+        bank=bank.value,
+        content=content,
+        tags=list(tags),
+        confidence=confidence,
+        status=Status.ACTIVE.value,
+        source_kind=source_kind.value,
+        source_chat_id=source_chat_id,
+        source_message_id=source_message_id,
+        created_at=created_at,
+        updated_at=created_at,
+        last_used_at=None,
+        version=1,
+        embedding=embedding,
+        embedding_model=embedding_model if embedding is not None else None,
+    )
+    session.add(row)
+    await session.flush()
+    return to_record(row)
+
+
+async def search(
+    session: AsyncSession, *, scope: ReadScope, query_vector: np.ndarray, limit: int
+) -> list[Candidate]:
+    """The `limit` active memories nearest to `query_vector` within `scope`, exact.
+
+    The inner `OFFSET 0` fences the ORDER BY away from any approximate index, so the result
+    is always the true top-k of the owner's rows (min(limit, rows) rows).
+
+    Args:
+        query_vector: (384,) float32, L2-normalized.
+
+    Returns:
+        Candidates nearest first; similarity = 1 − cosine_distance / 2 in [0, 1].
+    """
+    if not scope or limit <= 0:
+        return []
+    distance = MemoryRow.embedding.cosine_distance(query_vector).label("distance")
+    inner = (
+        select(MemoryRow, distance)
+        .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value,
+               MemoryRow.embedding.is_not(None))
+        .offset(0)
+        .subquery()
+    )
+    from sqlalchemy.orm import aliased
+
+    row_alias = aliased(MemoryRow, inner)
+    stmt = select(row_alias, inner.c.distance).order_by(inner.c.distance, inner.c.created_at)
+    result = await session.execute(stmt.limit(limit))
+    return [
+        Candidate(memory=to_record(row), similarity=similarity_from_distance(d), cosine=1.0 - d)
+        for row, d in result.all()
+    ]
+
+
+def similarity_from_distance(distance: float) -> float:
+    """Relevance in [0, 1] from pgvector's cosine distance in [0, 2]: 1 − d / 2.
+
+    The founding design's conversion (seeds/001), under which its 0.7 and 0.93 thresholds
+    are meant: 0.7 ⇔ cosine 0.4, 0.93 ⇔ cosine 0.86.
+    """
+    return max(0.0, min(1.0, 1.0 - float(distance) / 2.0))
+
+
+def _owned(scope: ReadScope, statuses: Sequence[Status]) -> Select[tuple[MemoryRow]]:
+    return select(MemoryRow).where(
+        scope_filter(scope), MemoryRow.status.in_([s.value for s in statuses])
+    )
+
+
+async def get(
+    session: AsyncSession, *, scope: ReadScope, memory_id: uuid.UUID,
+    statuses: Sequence[Status] = (Status.ACTIVE,),
+) -> Memory | None:
+    """The memory with `memory_id` if it lies in `scope` and has one of `statuses`."""
+    row = (await session.execute(_owned(scope, statuses).where(MemoryRow.id == memory_id))).scalar()
+    return to_record(row) if row else None
+
+
+async def list_memories(
+    session: AsyncSession, *, scope: ReadScope, limit: int, offset: int,
+    statuses: Sequence[Status] = (Status.ACTIVE,),
+) -> tuple[list[Memory], int]:
+    """A page of memories in `scope`, newest first, and the total count."""
+    base = _owned(scope, statuses)
+    total = (await session.execute(select(func.count()).select_from(base.subquery()))).scalar_one()
+    rows = (
+        await session.execute(
+            base.order_by(MemoryRow.created_at.desc(), MemoryRow.id).limit(limit).offset(offset)
+        )
+    ).scalars()
+    return [to_record(r) for r in rows], int(total)
+
+
+async def core_memories(session: AsyncSession, *, scope: ReadScope, limit: int) -> list[Memory]:
+    """The `limit` most confident, then most recent, active memories in `scope`."""
+    if not scope or limit <= 0:
+        return []
+    stmt = (
+        select(MemoryRow)
+        .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
+        .order_by(MemoryRow.confidence.desc(), MemoryRow.created_at.desc(), MemoryRow.id)
+        .limit(limit)
+    )
+    return [to_record(r) for r in (await session.execute(stmt)).scalars()]
+
+
+async def count_active(session: AsyncSession, *, scope: ReadScope) -> int:
+    """Number of active memories in `scope`."""
+    stmt = select(func.count()).where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
+    return int((await session.execute(stmt)).scalar_one())
+
+
+async def supersede(
+    session: AsyncSession, *, memory_id: uuid.UUID, successor_id: uuid.UUID, at: datetime
+) -> None:
+    """Mark a memory as replaced by `successor_id` (kept as history, never injected)."""
+    await session.execute(
+        update(MemoryRow)
+        .where(MemoryRow.id == memory_id)
+        .values(status=Status.SUPERSEDED.value, superseded_by=successor_id, updated_at=at,
+                version=MemoryRow.version + 1)
+    )
+
+
+async def set_status(
+    session: AsyncSession, *, memory_id: uuid.UUID, status: Status, at: datetime
+) -> None:
+    """Change a memory's status (archive, restore)."""
+    await session.execute(
+        update(MemoryRow).where(MemoryRow.id == memory_id)
+        .values(status=status.value, updated_at=at, version=MemoryRow.version + 1)
+    )
+
+
+async def update_fields(
+    session: AsyncSession, *, memory_id: uuid.UUID, at: datetime, content: str | None = None,
+    bank: Bank | None = None, tags: Sequence[str] | None = None,
+    embedding: np.ndarray | None = None, embedding_model: str | None = None,
+) -> None:
+    """Change content, bank or tags in place (manual edits); bumps the version."""
+    values: dict[str, object] = {"updated_at": at, "version": MemoryRow.version + 1}
+    if content is not None:
+        values["content"] = content
+        values["embedding"] = embedding
+        values["embedding_model"] = embedding_model if embedding is not None else None
+    if bank is not None:
+        values["bank"] = bank.value
+    if tags is not None:
+        values["tags"] = list(tags)
+    await session.execute(update(MemoryRow).where(MemoryRow.id == memory_id).values(**values))
+
+
+async def history_chain(session: AsyncSession, *, memory_id: uuid.UUID) -> list[uuid.UUID]:
+    """Ids of `memory_id` and every earlier version that it (transitively) superseded."""
+    chain = [memory_id]
+    frontier = [memory_id]
+    while frontier:
+        rows = (
+            await session.execute(select(MemoryRow.id).where(MemoryRow.superseded_by.in_(frontier)))
+        ).scalars().all()
+        frontier = [r for r in rows if r not in chain]
+        chain.extend(frontier)
+    return chain
+
+
+async def tombstone(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], at: datetime) -> None:
+    """Forget memories: remove content, tags, vectors and full text; keep a content-free row."""
+    await session.execute(
+        update(MemoryRow)
+        .where(MemoryRow.id.in_(list(memory_ids)))
+        .values(status=Status.DELETED.value, content="", tags=[], embedding=None,
+                embedding_model=None, updated_at=at, version=MemoryRow.version + 1)
+    )
+
+
+async def mark_used(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], at: datetime) -> None:
+    """Record that memories were injected into a prompt at `at`."""
+    if memory_ids:
+        await session.execute(
+            update(MemoryRow).where(MemoryRow.id.in_(list(memory_ids)),
+                                    or_(MemoryRow.last_used_at.is_(None),
+                                        MemoryRow.last_used_at < at))
+            .values(last_used_at=at)
+        )

@@ -1,0 +1,112 @@
+"""ORM tables. Migrations in migrations/versions/ create exactly this schema."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Computed,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+EMBEDDING_DIM = 384
+"""all-MiniLM-L6-v2 output dimension (DESIGN §11)."""
+
+# 'english' stems English words; 'simple' keeps every word as written, so names, ids and
+# text in other languages are still found.
+TSV_EXPRESSION = "to_tsvector('english', content) || to_tsvector('simple', content)"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class MemoryRow(Base):
+    """One memory (DESIGN §4)."""
+
+    __tablename__ = "memories"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    owner_kind: Mapped[str] = mapped_column(String(16))
+    owner_id: Mapped[str] = mapped_column(String(255))
+    bank: Mapped[str] = mapped_column(String(32))
+    content: Mapped[str] = mapped_column(Text)
+    tags: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    confidence: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16))
+    source_kind: Mapped[str] = mapped_column(String(16))
+    source_chat_id: Mapped[str | None] = mapped_column(String(255))
+    source_message_id: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    superseded_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    summary_of: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(UUID(as_uuid=True)))
+    version: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    embedding: Mapped[Any] = mapped_column(Vector(EMBEDDING_DIM), nullable=True)
+    embedding_model: Mapped[str | None] = mapped_column(String(255))
+    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True))
+
+    __table_args__ = (
+        # Exact per-owner scans (no global HNSW: with pgvector 0.6 a filtered HNSW scan
+        # silently returns too few rows; see docs/discussions/retrieval.md).
+        Index("ix_memories_owner_bank_active", "owner_id", "bank",
+              postgresql_where=text("status = 'active'")),
+        Index("ix_memories_owner_status", "owner_kind", "owner_id", "status"),
+        Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
+    )
+
+
+class MemoryEventRow(Base):
+    """Audit trail: one row per change of a memory (who, what, before/after, why)."""
+
+    __tablename__ = "memory_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), index=True)
+    owner_id: Mapped[str] = mapped_column(String(255), index=True)
+    actor: Mapped[str] = mapped_column(String(300))
+    action: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(Text)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
+
+
+class TurnRow(Base):
+    """A finished chat turn handed over by the outlet; the idempotency ledger of extraction."""
+
+    __tablename__ = "turns"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    chat_id: Mapped[str] = mapped_column(String(255))
+    user_message_id: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[str] = mapped_column(String(255), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    error: Mapped[str | None] = mapped_column(Text)
+    memories_written: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (UniqueConstraint("chat_id", "user_message_id"),)

@@ -1,0 +1,96 @@
+"""Shared fixtures: one embedded PostgreSQL per run, a migrated template database cloned per
+test, the real embedding model, and the service served over real HTTP."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from service.embeddings.encoder import Encoder
+from service.storage import migrate
+from tests.support.live_service import LiveService
+
+# Our variables must not leak in from the developer's shell.
+for _name in list(os.environ):
+    if _name.startswith(("MEMORY_", "LLM_", "EMBEDDING_")) or _name == "DATABASE_URL":
+        os.environ.pop(_name)
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+TEMPLATE_DB = "memory_template"
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The embedded PostgreSQL 16 + pgvector for the whole run."""
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg") / "pgdata")
+    yield server
+    server.cleanup()
+
+
+def _admin_url(server: object, database: str = "postgres") -> str:
+    return str(server.get_uri(database))  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def template_database(pg_server: object) -> str:
+    """A database migrated to head, cloned by `database_url` for each test."""
+    with psycopg.connect(_admin_url(pg_server), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
+        conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
+    migrate.upgrade(_admin_url(pg_server, TEMPLATE_DB))
+    return TEMPLATE_DB
+
+
+@pytest.fixture
+def database_url(pg_server: object, template_database: str) -> str:
+    """A fresh, migrated database for one test."""
+    name = f"test_{os.getpid()}_{next(_db_counter)}"
+    with psycopg.connect(_admin_url(pg_server), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {template_database}")
+    return _admin_url(pg_server, name)
+
+
+@pytest.fixture(scope="session")
+def encoder() -> Iterator[Encoder]:
+    """The real all-MiniLM-L6-v2, loaded once."""
+    enc = Encoder()
+    yield enc
+    enc.close()
+
+
+@pytest.fixture
+def service_factory(database_url: str, encoder: Encoder, tmp_path: Path) -> Iterator[object]:
+    """Start the service over real HTTP with extra settings: `service_factory(LLM_BASE_URL=…)`."""
+    started: list[LiveService] = []
+
+    def start(**env: str) -> LiveService:
+        live = LiveService.start(database_url=database_url, encoder=encoder,
+                                 state_dir=tmp_path / f"state{len(started)}", env=env)
+        started.append(live)
+        return live
+
+    yield start
+    for live in started:
+        live.stop()
+
+
+@pytest.fixture
+def service(service_factory) -> LiveService:  # type: ignore[no-untyped-def]
+    """The service with no LLM configured."""
+    return service_factory()
+
+
+@pytest.fixture
+async def db_conn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A direct connection to the test's database, for checks in SQL."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        yield conn

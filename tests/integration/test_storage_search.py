@@ -1,0 +1,74 @@
+"""Exact per-owner vector search and the scope filter, on the real PostgreSQL + pgvector."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
+from service.storage import memories
+from service.storage.db import Database
+
+
+def _unit(rng: np.random.Generator) -> np.ndarray:
+    v = rng.normal(size=384).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture
+async def db(database_url: str):  # type: ignore[no-untyped-def]
+    database = Database.connect(database_url)
+    yield database
+    await database.dispose()
+
+
+async def _seed(db: Database, *, owner: str, n: int, rng: np.random.Generator,
+                bank: Bank = Bank.PERSONAL) -> None:
+    async with db.unit_of_work() as session:
+        for i in range(n):
+            await memories.insert(
+                session, owner_kind=OwnerKind.USER, owner_id=owner, bank=bank,
+                content=f"{owner} fact {i}", tags=[], confidence=0.9,
+                source_kind=SourceKind.MANUAL, source_chat_id=None, source_message_id=None,
+                created_at=datetime.now(UTC), embedding=_unit(rng), embedding_model="test")
+
+
+async def test_search_returns_min_of_limit_and_owner_rows_exactly(db: Database) -> None:
+    rng = np.random.default_rng(7)
+    await _seed(db, owner="alice", n=120, rng=rng)
+    await _seed(db, owner="bob", n=300, rng=rng)
+    scope = ReadScope((Scope(OwnerKind.USER, "alice", Bank.PERSONAL),))
+    query = _unit(rng)
+    async with db.unit_of_work() as session:
+        top = await memories.search(session, scope=scope, query_vector=query, limit=50)
+        small = await memories.search(session, scope=ReadScope((Scope(
+            OwnerKind.USER, "alice", Bank.PERSONAL),)), query_vector=query, limit=500)
+    assert len(top) == 50
+    assert len(small) == 120
+    assert {c.memory.owner_id for c in small} == {"alice"}
+    # exact: the 50 returned are the 50 best of all 120 by cosine
+    best = sorted(small, key=lambda c: -c.cosine)[:50]
+    assert [c.memory.id for c in top] == [c.memory.id for c in best]
+    assert top[0].similarity == pytest.approx(1 - (1 - top[0].cosine) / 2, abs=1e-6)
+
+
+async def test_empty_scope_and_empty_store_return_nothing(db: Database) -> None:
+    rng = np.random.default_rng(1)
+    async with db.unit_of_work() as session:
+        assert await memories.search(session, scope=ReadScope(), query_vector=_unit(rng),
+                                     limit=50) == []
+        assert await memories.search(session, scope=ReadScope((Scope(
+            OwnerKind.USER, "nobody", Bank.PERSONAL),)), query_vector=_unit(rng), limit=50) == []
+
+
+async def test_scope_filter_separates_banks_of_one_owner(db: Database) -> None:
+    rng = np.random.default_rng(3)
+    await _seed(db, owner="carol", n=5, rng=rng, bank=Bank.PERSONAL)
+    await _seed(db, owner="carol", n=4, rng=rng, bank=Bank.INTERACTION)
+    scope = ReadScope((Scope(OwnerKind.USER, "carol", Bank.INTERACTION),))
+    async with db.unit_of_work() as session:
+        found = await memories.search(session, scope=scope, query_vector=_unit(rng), limit=50)
+    assert len(found) == 4
+    assert {c.memory.bank for c in found} == {Bank.INTERACTION}

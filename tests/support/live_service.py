@@ -1,0 +1,81 @@
+"""The memory service running in a background thread, reachable over real HTTP."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from service.api.app import create_app
+from service.config import Settings
+from service.embeddings.encoder import Encoder
+
+
+@dataclass
+class LiveService:
+    """A started service: base URL, key, and an HTTP client with the key set."""
+
+    base_url: str
+    api_key: str
+    server: uvicorn.Server
+    thread: threading.Thread
+    app: Any
+    client: httpx.Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = httpx.Client(base_url=self.base_url, timeout=30,
+                                   headers={"Authorization": f"Bearer {self.api_key}"})
+
+    @classmethod
+    def start(cls, *, database_url: str, encoder: Encoder, state_dir: Path,
+              env: dict[str, str] | None = None, timeout_s: float = 60) -> LiveService:
+        key = secrets.token_urlsafe(16)
+        values: dict[str, Any] = {"DATABASE_URL": database_url, "MEMORY_API_KEY": key,
+                                  "MEMORY_STATE_DIR": str(state_dir)}
+        values.update(env or {})
+        settings = Settings(**values)
+        app = create_app(settings, encoder=encoder)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        live = cls(f"http://127.0.0.1:{port}", key, server, thread, app)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not thread.is_alive():
+                raise RuntimeError("the service thread exited during startup")
+            try:
+                if httpx.get(f"{live.base_url}/readyz", timeout=2).status_code == 200:
+                    return live
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        live.stop()
+        raise TimeoutError("the service did not become ready")
+
+    def wait_for_extraction(self, timeout_s: float = 60) -> dict[str, Any]:
+        """Wait until no turn is queued; returns the final /v1/status."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.client.get("/v1/status").json()
+            if status["turns_queued"] == 0:
+                return status
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"extraction did not drain: {status}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.client.close()
+        self.server.should_exit = True
+        self.thread.join(timeout=30)

@@ -1,0 +1,83 @@
+"""A stand-in for the few Open WebUI tables the filter reads in-process (CONTRACT §7).
+
+`install` puts `open_webui`, `open_webui.models.chats`, `.folders` and `.access_grants` into
+`sys.modules`, so the filter believes it runs inside Open WebUI. Rows are plain attribute
+objects, as Open WebUI's pydantic models are read by attribute.
+"""
+
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+
+class LookupBroken(Exception):
+    """Raised by a table method the test marked as failing."""
+
+
+@dataclass
+class FakeOpenWebUI:
+    #: chat id → {"user_id", "folder_id", "meta"?, "share_mode"?}
+    chats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: folder id → {"user_id", "parent_id", "data"?}
+    folders: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: folder id → [{"principal_type", "principal_id", "permission"}]
+    grants: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Open WebUI 0.12 table methods are coroutines; older ones were plain functions
+    asynchronous: bool = True
+    #: names of table methods that raise LookupBroken
+    failing: set[str] = field(default_factory=set)
+    #: every table call, as (method name, arguments)
+    calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch, *, with_models: bool = True) -> None:
+        package = types.ModuleType("open_webui")
+        package.__path__ = []
+        monkeypatch.setitem(sys.modules, "open_webui", package)
+        if not with_models:
+            return
+        models = types.ModuleType("open_webui.models")
+        models.__path__ = []
+        monkeypatch.setitem(sys.modules, "open_webui.models", models)
+        tables = {
+            "chats": ("Chats", {"get_chat_by_id": self._chat}),
+            "folders": ("Folders", {"get_folder_by_id": self._folder}),
+            "access_grants": ("AccessGrants", {"get_grants_by_resource": self._grants}),
+        }
+        for module_name, (table_name, methods) in tables.items():
+            module = types.ModuleType(f"open_webui.models.{module_name}")
+            table = types.SimpleNamespace(
+                **{name: self._method(name, fn) for name, fn in methods.items()}
+            )
+            setattr(module, table_name, table)
+            monkeypatch.setitem(sys.modules, f"open_webui.models.{module_name}", module)
+
+    def _method(self, name: str, fn: Any) -> Any:
+        def call(*args: Any) -> Any:
+            self.calls.append((name, args))
+            if name in self.failing:
+                raise LookupBroken(name)
+            return fn(*args)
+
+        async def call_async(*args: Any, db: Any = None) -> Any:
+            return call(*args)
+
+        return call_async if self.asynchronous else call
+
+    def _chat(self, chat_id: str) -> Any:
+        row = self.chats.get(chat_id)
+        if row is None:
+            return None
+        return types.SimpleNamespace(id=chat_id, **{"meta": {}, **row})
+
+    def _folder(self, folder_id: str) -> Any:
+        row = self.folders.get(folder_id)
+        if row is None:
+            return None
+        return types.SimpleNamespace(id=folder_id, **{"data": {}, **row})
+
+    def _grants(self, resource_type: str, resource_id: str) -> list[Any]:
+        assert resource_type == "folder"
+        return [types.SimpleNamespace(**grant) for grant in self.grants.get(resource_id, [])]

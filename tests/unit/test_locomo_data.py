@@ -1,0 +1,302 @@
+"""bench/locomo.py: evidence ids, session dates, turn groups, facts and questions.
+
+The small hand-written sample pins the rules; the real `locomo10.json` (read from
+`../shared/data/locomo/`) pins the counts of LOCOMO.md.
+"""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bench import locomo
+from bench.locomo import Fact, QAItem, Turn, TurnGroup
+
+SAMPLE = {
+    "sample_id": "conv-x",
+    "conversation": {
+        "speaker_a": "Ann",
+        "speaker_b": "Bob",
+        # session 10 first: sessions must be ordered by number, not by key order
+        "session_10_date_time": "12:30 pm on 3 Feb, 2024",
+        "session_10": [
+            {"speaker": "Ann", "dia_id": "D10:1", "text": "Later"},
+            {"speaker": "Bob", "dia_id": "D10:2", "text": "Yes"},
+        ],
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Bob", "dia_id": "D1:1", "text": "Hi Ann"},
+            {"speaker": "Ann", "dia_id": "D1:2", "text": "Hi Bob"},
+            {"speaker": "Ann", "dia_id": "D1:3", "text": "Look", "blip_caption": "a photo of a cat"},
+            {"speaker": "Bob", "dia_id": "D1:4", "text": "Nice"},
+            {"speaker": "Bob", "dia_id": "D1:5", "text": "Really"},
+            {"speaker": "Ann", "dia_id": "D1:6", "text": "Bye"},
+        ],
+        "session_2_date_time": "12:05 am on 1 January, 2024",
+        "session_2": [{"speaker": "Bob", "dia_id": "D2:1", "text": "Only Bob"}],
+        "session_11_date_time": "9:00 am on 4 March, 2024",  # a date without a session
+    },
+    "observation": {
+        "session_10_observation": {"Ann": [["Ann spans sessions.", "D1:2, D10:2"]]},
+        "session_1_observation": {
+            "Ann": [
+                ["Ann has a cat.", "D1:3"],
+                ["Ann greets Bob.", ["D1:2", "D1:05"]],
+                ["Ann was greeted.", "D1:1"],
+                ["Ann cites nothing real.", "D7:7"],
+            ],
+            "Bob": [["Bob says nice things.", "D1:4; D1:5"]],
+        },
+    },
+    "qa": [
+        {"question": "q0", "answer": "a0", "evidence": ["D1:2; D1:4"], "category": 1},
+        {"question": "q1", "answer": 2022, "evidence": ["D1:4", "D:1:5", "D2:01"], "category": 2},
+        {"question": "q2", "answer": "a2", "evidence": ["D9:9"], "category": 3},
+        {"question": "q3", "adversarial_answer": "a3", "evidence": ["D1:1"], "category": 5},
+        {"question": "q4", "answer": "a4", "evidence": [], "category": 4},
+        {"question": "q5", "answer": "a5", "evidence": ["D10:1 D10:2 D1:6"], "category": 4},
+    ],
+}
+
+KNOWN = {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5", "D1:6", "D2:1", "D10:1", "D10:2"}
+
+
+@pytest.fixture(scope="module")
+def samples() -> list[dict]:
+    if not locomo.DEFAULT_DATA_PATH.exists():
+        pytest.skip(f"LoCoMo data not found at {locomo.DEFAULT_DATA_PATH}")
+    return locomo.load_conversations()
+
+
+# -- evidence ids ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("D1:3", "D1:3"),
+        ("D:11:26", "D11:26"),
+        ("D30:05", "D30:5"),
+        ("D03:007", "D3:7"),
+        (" D2:1 ", "D2:1"),
+        ("D", None),
+        ("D1", None),
+        ("1:3", None),
+        ("", None),
+    ],
+)
+def test_normalize_dia_id_fixes_colon_and_leading_zeros(raw: str, expected: str | None) -> None:
+    assert locomo.normalize_dia_id(raw) == expected
+
+
+def test_normalize_evidence_splits_on_semicolons_commas_and_spaces() -> None:
+    assert locomo.normalize_evidence(["D8:6; D9:17"]) == ("D8:6", "D9:17")
+    assert locomo.normalize_evidence("D26:14, D26:34, D26:42") == ("D26:14", "D26:34", "D26:42")
+    assert locomo.normalize_evidence(["D9:1 D4:4 D4:6"]) == ("D9:1", "D4:4", "D4:6")
+    assert locomo.normalize_evidence(["D1:2;D1:3,D1:4  D1:5"]) == ("D1:2", "D1:3", "D1:4", "D1:5")
+
+
+def test_normalize_evidence_drops_unknown_malformed_and_repeated_ids() -> None:
+    raw = ["D1:3", "D", "D:1:4", "D1:03", "D9:9", "D30:05"]
+    assert locomo.normalize_evidence(raw, KNOWN) == ("D1:3", "D1:4")
+    assert locomo.normalize_evidence(raw) == ("D1:3", "D1:4", "D9:9", "D30:5")
+    assert locomo.normalize_evidence([], KNOWN) == ()
+
+
+# -- dates -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("10:04 am on 19 December, 2023", datetime(2023, 12, 19, 10, 4, tzinfo=UTC)),
+        ("12:05 am on 1 January, 2024", datetime(2024, 1, 1, 0, 5, tzinfo=UTC)),
+        ("12:30 pm on 3 Feb, 2024", datetime(2024, 2, 3, 12, 30, tzinfo=UTC)),
+        ("9:55 am on 22 October, 2023", datetime(2023, 10, 22, 9, 55, tzinfo=UTC)),
+    ],
+)
+def test_parse_session_date_gives_utc_datetimes(text: str, expected: datetime) -> None:
+    assert locomo.parse_session_date(text) == expected
+
+
+def test_parse_session_date_rejects_other_shapes() -> None:
+    with pytest.raises(ValueError, match="not a LoCoMo session date: '2023-05-08'"):
+        locomo.parse_session_date("2023-05-08")
+    with pytest.raises(ValueError, match="unknown month 'Mai'"):
+        locomo.parse_session_date("1:56 pm on 8 Mai, 2023")
+
+
+def test_every_session_date_in_locomo_parses(samples: list[dict]) -> None:
+    parsed = [
+        locomo.parse_session_date(sample["conversation"][f"session_{n}_date_time"])
+        for sample in samples
+        for n in locomo.session_numbers(sample)
+    ]
+    assert len(parsed) == 272
+    assert all(moment.tzinfo is UTC for moment in parsed)
+
+
+# -- turns and groups --------------------------------------------------------------------------
+
+
+def test_sessions_are_numeric_and_only_those_with_turns() -> None:
+    assert locomo.session_numbers(SAMPLE) == [1, 2, 10]
+    assert locomo.last_session_date(SAMPLE) == datetime(2024, 2, 3, 12, 30, tzinfo=UTC)
+
+
+def test_image_caption_is_appended_to_the_turn_text() -> None:
+    assert locomo.turn_text({"text": "Look", "blip_caption": "a photo of a cat"}) == (
+        "Look [shares a photo of a cat]"
+    )
+    assert locomo.turn_text({"text": "Plain"}) == "Plain"
+
+
+def test_replay_plan_groups_user_turns_with_the_following_reply() -> None:
+    plan = locomo.build_replay_plan(SAMPLE, "Ann")
+    assert (plan.conversation_id, plan.speaker, plan.other) == ("conv-x", "Ann", "Bob")
+    assert [s.session for s in plan.sessions] == [1, 10]  # session 2 has no turn of Ann
+    first = plan.sessions[0]
+    assert first.date == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert first.date_time == "1:56 pm on 8 May, 2023"
+    assert first.opening == (Turn("D1:1", 1, "Bob", "Hi Ann"),)
+    assert first.opening_text == "Hi Ann"
+    assert first.groups == (
+        TurnGroup(
+            session=1,
+            user_turns=(Turn("D1:2", 1, "Ann", "Hi Bob"),
+                        Turn("D1:3", 1, "Ann", "Look [shares a photo of a cat]")),
+            reply_turns=(Turn("D1:4", 1, "Bob", "Nice"), Turn("D1:5", 1, "Bob", "Really")),
+        ),
+        TurnGroup(session=1, user_turns=(Turn("D1:6", 1, "Ann", "Bye"),), reply_turns=()),
+    )
+    assert first.groups[0].key == "D1:2"
+    assert first.groups[0].user_text == "Hi Bob\nLook [shares a photo of a cat]"
+    assert first.groups[0].reply_text == "Nice\nReally"
+    assert first.groups[1].reply_text == ""
+    assert [g.key for g in plan.groups] == ["D1:2", "D1:6", "D10:1"]
+
+
+def test_replay_plan_of_the_other_speaker() -> None:
+    plan = locomo.build_replay_plan(SAMPLE, "Bob")
+    assert [s.session for s in plan.sessions] == [1, 2, 10]
+    assert plan.sessions[0].opening_text is None
+    assert plan.sessions[2].opening_text == "Later"
+    assert [(g.key, g.dia_ids) for g in plan.groups] == [
+        ("D1:1", ("D1:1", "D1:2", "D1:3")),
+        ("D1:4", ("D1:4", "D1:5", "D1:6")),
+        ("D2:1", ("D2:1",)),
+        ("D10:2", ("D10:2",)),
+    ]
+
+
+def test_replay_plan_rejects_a_stranger() -> None:
+    with pytest.raises(ValueError, match="'Eve' is not a speaker of conv-x"):
+        locomo.build_replay_plan(SAMPLE, "Eve")
+
+
+def test_real_conversation_0_starts_as_in_the_data(samples: list[dict]) -> None:
+    caroline = locomo.build_replay_plan(samples[0], "Caroline")
+    melanie = locomo.build_replay_plan(samples[0], "Melanie")
+    assert (len(caroline.sessions), len(caroline.groups)) == (19, 211)
+    assert (len(melanie.sessions), len(melanie.groups)) == (19, 208)
+    assert caroline.groups[0].user_text == "Hey Mel! Good to see you! How have you been?"
+    assert caroline.groups[0].reply_turns[0].dia_id == "D1:2"
+    assert caroline.groups[2].user_text == (
+        "The transgender stories were so inspiring! I was so happy and thankful for all the "
+        "support. [shares a photo of a dog walking past a wall with a painting of a woman]"
+    )
+    assert melanie.sessions[0].opening_text == "Hey Mel! Good to see you! How have you been?"
+    assert melanie.groups[0].key == "D1:2"
+
+
+def test_every_turn_is_a_user_turn_in_exactly_one_plan(samples: list[dict]) -> None:
+    for sample in samples:
+        user_ids = [
+            turn.dia_id
+            for speaker in locomo.speakers(sample)
+            for group in locomo.build_replay_plan(sample, speaker).groups
+            for turn in group.user_turns
+        ]
+        assert sorted(user_ids) == sorted(t.dia_id for t in locomo.conversation_turns(sample))
+    assert sum(len(locomo.conversation_turns(s)) for s in samples) == 5882
+
+
+# -- facts -------------------------------------------------------------------------------------
+
+
+def test_facts_are_read_in_session_order_with_normalised_ids() -> None:
+    assert locomo.speaker_facts(SAMPLE, "Ann") == [
+        Fact("Ann has a cat.", ("D1:3",), 1, "Ann"),
+        Fact("Ann greets Bob.", ("D1:2", "D1:5"), 1, "Ann"),
+        Fact("Ann was greeted.", ("D1:1",), 1, "Ann"),
+        Fact("Ann cites nothing real.", (), 1, "Ann"),
+        Fact("Ann spans sessions.", ("D1:2", "D10:2"), 10, "Ann"),
+    ]
+
+
+def test_each_fact_is_extracted_at_the_group_of_its_last_cited_turn() -> None:
+    plan = locomo.build_replay_plan(SAMPLE, "Ann")
+    assert {key: [f.text for f in facts] for key, facts in plan.facts_at.items()} == {
+        "D1:2": ["Ann has a cat.", "Ann greets Bob."],
+        "D10:1": ["Ann spans sessions."],
+    }
+    # "Ann was greeted." cites only the opening turn, "Ann cites nothing real." nothing at all
+    assert [f.text for f in plan.assigned_facts] == [
+        "Ann has a cat.", "Ann greets Bob.", "Ann spans sessions."]
+    bob = locomo.build_replay_plan(SAMPLE, "Bob")
+    assert {k: [f.text for f in v] for k, v in bob.facts_at.items()} == {
+        "D1:4": ["Bob says nice things."]}
+
+
+def test_every_real_fact_is_assigned_to_exactly_one_group(samples: list[dict]) -> None:
+    total_facts = total_assigned = 0
+    for sample in samples:
+        for speaker in locomo.speakers(sample):
+            plan = locomo.build_replay_plan(sample, speaker)
+            position = {d: i for i, group in enumerate(plan.groups) for d in group.dia_ids}
+            seen: list[Fact] = []
+            for index, group in enumerate(plan.groups):
+                for fact in plan.facts_at.get(group.key, ()):
+                    seen.append(fact)
+                    assert index == max(position[d] for d in fact.dia_ids if d in position)
+            assert len(seen) == len(set(seen))
+            assert set(seen) == {f for f in plan.facts if position.keys() & set(f.dia_ids)}
+            total_facts += len(plan.facts)
+            total_assigned += len(seen)
+    assert (total_facts, total_assigned) == (2541, 2540)
+
+
+# -- questions ---------------------------------------------------------------------------------
+
+
+def test_questions_are_cleaned_and_assigned_to_the_majority_speaker() -> None:
+    assert locomo.load_qa(SAMPLE) == [
+        QAItem(0, "q0", "a0", 1, ("D1:2", "D1:4"), "Ann"),  # 1 : 1 → speaker_a
+        QAItem(1, "q1", "2022", 2, ("D1:4", "D1:5", "D2:1"), "Bob"),
+        QAItem(5, "q5", "a5", 4, ("D10:1", "D10:2", "D1:6"), "Ann"),
+    ]
+    assert [q.index for q in locomo.load_qa(SAMPLE, categories=(5,))] == [3]
+
+
+def test_locomo_has_1536_questions_in_categories_1_to_4(samples: list[dict]) -> None:
+    questions = [q for sample in samples for q in locomo.load_qa(sample)]
+    assert len(questions) == 1536
+    by_category = {c: sum(q.category == c for q in questions) for c in (1, 2, 3, 4)}
+    assert by_category == {1: 282, 2: 321, 3: 92, 4: 841}
+    assert all(q.evidence for q in questions)
+
+
+def test_real_questions_keep_their_fixed_evidence(samples: list[dict]) -> None:
+    conv0 = {q.index: q for q in locomo.load_qa(samples[0])}
+    assert len(conv0) == 150
+    assert 30 not in conv0 and 46 not in conv0  # no evidence at all
+    assert conv0[37].evidence == ("D8:6", "D9:17")  # "D8:6; D9:17"
+    assert conv0[37].speaker == "Melanie"
+    assert conv0[55].evidence == ("D14:5", "D8:6") and conv0[55].speaker == "Caroline"  # a tie
+    conv4 = {q.index: q for q in locomo.load_qa(samples[4])}
+    assert conv4[18].evidence == (
+        "D1:14", "D2:7", "D4:7", "D5:15", "D11:26", "D20:21", "D26:36")  # "D:11:26"
+    conv6 = {q.index: q for q in locomo.load_qa(samples[6])}
+    assert conv6[38].evidence == ("D18:1", "D18:7")  # D4:36 does not exist
+    speakers = [q.speaker for q in locomo.load_qa(samples[0])]
+    assert (speakers.count("Caroline"), speakers.count("Melanie")) == (77, 73)
