@@ -7,6 +7,7 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import op
 from procrastinate.schema import SchemaManager
 
@@ -24,10 +25,24 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("procrastinate_events", "procrastinate_periodic_defers", "procrastinate_jobs",
-                  "procrastinate_workers"):
-        op.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
-    op.execute("DROP TYPE IF EXISTS procrastinate_job_status CASCADE")
-    op.execute("DROP TYPE IF EXISTS procrastinate_job_event_type CASCADE")
-    op.execute("DROP TYPE IF EXISTS procrastinate_job_to_retry CASCADE")
-    op.execute("DROP TYPE IF EXISTS procrastinate_job_to_retry_v1 CASCADE")
+    # Drop every procrastinate object: tables, then functions, then types.
+    op.execute(sa.text("""
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT tablename FROM pg_tables
+           WHERE schemaname = current_schema() AND tablename LIKE 'procrastinate%' LOOP
+    EXECUTE format('DROP TABLE IF EXISTS %I CASCADE', r.tablename);
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS sig FROM pg_proc p
+           JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE n.nspname = current_schema() AND p.proname LIKE 'procrastinate%' LOOP
+    EXECUTE 'DROP FUNCTION IF EXISTS ' || r.sig || ' CASCADE';
+  END LOOP;
+  FOR r IN SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+           WHERE n.nspname = current_schema() AND t.typname LIKE 'procrastinate%'
+             AND t.typtype IN ('e', 'c') LOOP
+    EXECUTE format('DROP TYPE IF EXISTS %I CASCADE', r.typname);
+  END LOOP;
+END $$;
+"""))

@@ -28,10 +28,13 @@ def decode_json_answer(text: str) -> Any:
     if fence:
         cleaned = fence.group(1).strip()
     start, end = cleaned.find("{"), cleaned.rfind("}")
-    if start != -1 and end > start:
-        cleaned = cleaned[start : end + 1]
-    elif not cleaned.startswith("["):
+    if start == -1 and not cleaned.startswith("["):
         raise ExtractionOutputInvalid("the answer contains no JSON object")
+    if start != -1:
+        if end < start or _unbalanced(cleaned[start : end + 1]):
+            # A cut-off answer would be "repaired" into cut-off facts: ask again instead.
+            raise ExtractionOutputInvalid("the answer is truncated")
+        cleaned = cleaned[start : end + 1]
     try:
         data = json_repair.loads(cleaned)
     except Exception as exc:
@@ -39,6 +42,26 @@ def decode_json_answer(text: str) -> Any:
     if not isinstance(data, dict | list):
         raise ExtractionOutputInvalid("the answer is not a JSON object")
     return data
+
+
+def _unbalanced(text: str) -> bool:
+    """True when braces or brackets outside strings do not close (a truncated answer)."""
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+    return depth != 0 or in_string
 
 
 class LLMClient:

@@ -1,0 +1,38 @@
+# Front door: `make run` starts the service, `make test` runs the suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# Extra pip options for the torch install only (e.g. a CPU-only wheel index).
+TORCH_PIP_OPTS ?=
+LOCOMO ?= ../shared/data/locomo/locomo10.json
+CONVERSATION ?= 0
+
+.PHONY: install run test test-unit replay bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# CPU torch first: anything that pulls torch later must find it already installed.
+	$(BIN)/pip install $(TORCH_PIP_OPTS) "torch==2.13.0"
+	$(BIN)/pip install -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the service
+
+run: $(STAMP) ## serve the API on 127.0.0.1 with embedded PostgreSQL and in-process workers
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m service serve
+
+test: $(STAMP) ## the whole test suite
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest
+
+test-unit: $(STAMP) ## pure tests only (no database, network or model)
+	$(BIN)/python -m pytest tests/unit
+
+replay: $(STAMP) ## replay a LoCoMo conversation through the filter and the service
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.replay_locomo \
+		--data $(LOCOMO) --conversation $(CONVERSATION)
+
+bench: replay ## benchmarks (results in bench/results/)
+
+clean: ## remove the virtual environment and local state
+	rm -rf $(VENV) .state
