@@ -317,7 +317,7 @@ async def _hand_over_turn(
     if turn is None:
         return
     try:
-        await asyncio.wait_for(
+        response = await asyncio.wait_for(
             _post_turn(valves, turn, kind=kind, chat_id=chat_id, sender=sender, metadata=metadata),
             timeout=valves.outlet_timeout_s,
         )
@@ -325,6 +325,19 @@ async def _hand_over_turn(
         log.warning("memory service did not take the turn: %r", exc)
         if user_valves.show_status:
             await _emit_status(emitter, STATUS_NOT_SAVED)
+        return
+    notice = _notice_of(response)
+    if notice and user_valves.show_status:
+        await _emit_status(emitter, notice)
+
+
+def _notice_of(response: httpx.Response) -> str | None:
+    """The service's `notice` for the user (e.g. extraction is paused), if any."""
+    try:
+        notice = response.json().get("notice")
+    except Exception:
+        return None
+    return notice if isinstance(notice, str) and notice.strip() else None
 
 
 async def _post_turn(
@@ -335,11 +348,13 @@ async def _post_turn(
     chat_id: Any,
     sender: tuple[str, str | None],
     metadata: dict[str, Any],
-) -> None:
+) -> httpx.Response:
     chat = await _chat_context(
         kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
     )
-    await _post(valves, "/v1/turns", {"chat": chat, **turn}, timeout_s=valves.outlet_timeout_s)
+    return await _post(
+        valves, "/v1/turns", {"chat": chat, **turn}, timeout_s=valves.outlet_timeout_s
+    )
 
 
 def _finished_turn(

@@ -29,7 +29,8 @@ class Settings(BaseSettings):
         alias="DATABASE_URL",
         description="PostgreSQL URL with pgvector; unset = embedded PostgreSQL in the state dir.",
     )
-    host: str = Field(default="127.0.0.1", alias="MEMORY_HOST", description="Address to bind.")
+    host: str = Field(default="127.0.0.1", alias="MEMORY_HOST",
+                      description="Address to bind; beyond loopback only with MEMORY_API_KEY set.")
     port: int = Field(default=8765, alias="MEMORY_PORT", ge=1, le=65535, description="Port.")
     api_key: SecretStr | None = Field(
         default=None,
@@ -43,9 +44,12 @@ class Settings(BaseSettings):
         alias="LLM_BASE_URL",
         description="OpenAI-compatible base URL (…/v1, or Open WebUI's …/api); unset = no extraction.",
     )
-    llm_model: str | None = Field(default=None, alias="LLM_MODEL", description="Model id.")
-    llm_api_key: SecretStr | None = Field(default=None, alias="LLM_API_KEY", description="Key.")
-    llm_timeout_s: float = Field(default=60.0, alias="LLM_TIMEOUT_S", gt=0, description="Per call.")
+    llm_model: str | None = Field(default=None, alias="LLM_MODEL",
+                                  description="Model id used for extraction.")
+    llm_api_key: SecretStr | None = Field(default=None, alias="LLM_API_KEY",
+                                          description="Bearer key of the LLM endpoint.")
+    llm_timeout_s: float = Field(default=60.0, alias="LLM_TIMEOUT_S", gt=0,
+                                 description="Seconds one LLM call may take.")
     llm_json_mode: bool = Field(
         default=True,
         alias="LLM_JSON_MODE",
@@ -63,22 +67,42 @@ class Settings(BaseSettings):
     )
 
     # --- retrieval (DESIGN §6) -----------------------------------------------------------
-    candidate_limit: int = Field(default=50, alias="MEMORY_CANDIDATES", ge=1, le=500)
-    relevance_threshold: float = Field(default=0.7, alias="MEMORY_RELEVANCE_THRESHOLD", ge=0, le=1)
-    relevance_weight: float = Field(default=0.8, alias="MEMORY_RELEVANCE_WEIGHT", ge=0, le=1)
-    half_life_days: float = Field(default=60.0, alias="MEMORY_HALF_LIFE_DAYS", gt=0)
-    budget_tokens: int = Field(default=400, alias="MEMORY_BUDGET_TOKENS", ge=0, le=8000)
-    max_injected: int = Field(default=20, alias="MEMORY_MAX_INJECTED", ge=0, le=200)
+    candidate_limit: int = Field(
+        default=50, alias="MEMORY_CANDIDATES", ge=1, le=500,
+        description="Nearest memories looked at per turn (exact search within allowed banks).")
+    relevance_threshold: float = Field(
+        default=0.7, alias="MEMORY_RELEVANCE_THRESHOLD", ge=0, le=1,
+        description="Minimum relevance 1 − cosine_distance/2 (0.7 ⇔ cosine 0.4).")
+    relevance_weight: float = Field(
+        default=0.8, alias="MEMORY_RELEVANCE_WEIGHT", ge=0, le=1,
+        description="Share of relevance in the score; the rest is recency.")
+    half_life_days: float = Field(
+        default=60.0, alias="MEMORY_HALF_LIFE_DAYS", gt=0,
+        description="Days after which a memory's recency weight is one half.")
+    budget_tokens: int = Field(
+        default=400, alias="MEMORY_BUDGET_TOKENS", ge=0, le=8000,
+        description="Default token budget of the injected memories (the filter valve wins).")
+    max_injected: int = Field(default=20, alias="MEMORY_MAX_INJECTED", ge=0, le=200,
+                              description="Most memories injected into one turn.")
     core_max_items: int = Field(
         default=5, alias="MEMORY_CORE_ITEMS", ge=0, le=50,
         description="Core memories injected with every turn (at most a third of the budget).")
 
     # --- write path (DESIGN §5) --------------------------------------------------------
-    dedup_text_ratio: float = Field(default=0.95, alias="MEMORY_DEDUP_TEXT_RATIO", ge=0, le=1)
-    dedup_cosine: float = Field(default=0.97, alias="MEMORY_DEDUP_COSINE", ge=0, le=1)
-    extraction_neighbours: int = Field(default=10, alias="MEMORY_EXTRACTION_NEIGHBOURS", ge=0)
-    extraction_max_attempts: int = Field(default=5, alias="MEMORY_EXTRACTION_ATTEMPTS", ge=1)
-    worker_concurrency: int = Field(default=2, alias="MEMORY_WORKER_CONCURRENCY", ge=1, le=32)
+    dedup_text_ratio: float = Field(
+        default=0.95, alias="MEMORY_DEDUP_TEXT_RATIO", ge=0, le=1,
+        description="A new fact this similar in text to an existing one is not stored.")
+    dedup_cosine: float = Field(
+        default=0.97, alias="MEMORY_DEDUP_COSINE", ge=0, le=1,
+        description="A new fact this close in meaning (cosine) to an existing one is not stored.")
+    extraction_neighbours: int = Field(
+        default=10, alias="MEMORY_EXTRACTION_NEIGHBOURS", ge=0, le=50,
+        description="Existing memories shown to the LLM so it can update instead of repeat.")
+    extraction_max_attempts: int = Field(
+        default=5, alias="MEMORY_EXTRACTION_ATTEMPTS", ge=1, le=20,
+        description="Tries of an extraction job (LLM down) before its turn is marked failed.")
+    worker_concurrency: int = Field(default=2, alias="MEMORY_WORKER_CONCURRENCY", ge=1, le=32,
+                                    description="Extraction jobs run at once per worker.")
     run_workers: bool = Field(
         default=True, alias="MEMORY_RUN_WORKERS", description="Run job workers in the API process."
     )

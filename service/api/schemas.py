@@ -107,6 +107,8 @@ class TurnRequest(BaseModel):
 class TurnResponse(BaseModel):
     status: Literal["queued", "duplicate", "skipped"]
     detail: str
+    notice: str | None = Field(
+        default=None, description="A line the filter shows the user (e.g. extraction paused).")
 
 
 class MemoryCreate(BaseModel):

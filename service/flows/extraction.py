@@ -54,6 +54,7 @@ async def run_extraction(rt: Runtime, *, turn_id: int) -> ExtractionOutcome:
         turn = await turns.get_for_update(session, turn_id=turn_id)
         if turn is None or turn.status is not TurnStatus.QUEUED:
             return ExtractionOutcome("already_done", detail="turn already processed")
+        await turns.lock_sender(session, user_id=turn.user_id)
         chat = chat_from_json(turn.payload["chat"])
         texts = turn.payload.get("texts") or {}
         occurred = turn.payload.get("occurred_at")

@@ -55,24 +55,26 @@ async def accept_turn(
                                      user_id=chat.user_id, payload=payload)
     if turn_id is None:
         return "duplicate", "this turn was already handed over"
-    await defer_extraction(rt, turn_id=turn_id, chat_id=chat.chat_id)
+    await defer_extraction(rt, turn_id=turn_id, user_id=chat.user_id)
     if not rt.llm.configured:
         return "queued", "turn saved; extraction waits until an LLM is configured"
     return "queued", "turn saved for extraction"
 
 
-async def defer_extraction(rt: Runtime, *, turn_id: int, chat_id: str) -> None:
+async def defer_extraction(rt: Runtime, *, turn_id: int, user_id: str) -> None:
     """Queue the extraction job of a turn (at most one waiting job per turn).
 
-    The per-chat lock runs a chat's turns one after another, in order.
+    One user's extractions are serialized inside the database (an advisory lock taken by the
+    job's transaction), not by a job-queue lock: a job left running by a dead worker would
+    hold a queue lock until it is recovered, while a transaction lock dies with its
+    connection.
     """
     try:
         await rt.jobs.configure_task(
-            EXTRACT_TASK, queue=EXTRACTION_QUEUE, lock=f"chat:{chat_id}",
-            queueing_lock=f"turn:{turn_id}",
+            EXTRACT_TASK, queue=EXTRACTION_QUEUE, queueing_lock=f"turn:{turn_id}",
         ).defer_async(turn_id=turn_id)
     except job_errors.AlreadyEnqueued:
-        log.debug("turn %s already has a waiting job", turn_id)
+        log.debug("turn %s of %s already has a waiting job", turn_id, user_id)
 
 
 async def requeue_waiting_turns(rt: Runtime) -> int:
@@ -82,12 +84,7 @@ async def requeue_waiting_turns(rt: Runtime) -> int:
     turn that is already done is never extracted again (the job checks the ledger).
     """
     async with rt.db.unit_of_work() as session:
-        waiting = await turns.queued_ids(session)
-        chats = {}
-        for turn_id in waiting:
-            turn = await turns.get_for_update(session, turn_id=turn_id)
-            if turn is not None:
-                chats[turn_id] = turn.chat_id
-    for turn_id, chat_id in chats.items():
-        await defer_extraction(rt, turn_id=turn_id, chat_id=chat_id)
-    return len(chats)
+        waiting = await turns.waiting(session)
+    for turn_id, user_id in waiting:
+        await defer_extraction(rt, turn_id=turn_id, user_id=user_id)
+    return len(waiting)

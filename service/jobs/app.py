@@ -80,7 +80,12 @@ async def _recover_stalled_jobs(app: procrastinate.App) -> None:
                 seconds_since_heartbeat=STALLED_AFTER_S)
             for job in stalled:
                 log.warning("retrying stalled job %s (%s)", job.id, job.task_name)
-                await app.job_manager.retry_job(job)
+                try:
+                    await app.job_manager.retry_job(job)
+                except procrastinate.exceptions.UniqueViolation:
+                    # The turn was queued again at start-up: that job does the work.
+                    await app.job_manager.finish_job_by_id_async(
+                        job.id, status=procrastinate.jobs.Status.FAILED, delete_job=True)
         except asyncio.CancelledError:
             raise
         except Exception:

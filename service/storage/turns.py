@@ -54,6 +54,17 @@ async def accept(
     return (await session.execute(stmt)).scalar()
 
 
+async def lock_sender(session: AsyncSession, *, user_id: str) -> None:
+    """Serialize one sender's extractions until the transaction ends (advisory lock).
+
+    Two turns of the same user then never insert the same new fact side by side; the lock
+    is released on commit, rollback or a lost connection.
+    """
+    await session.execute(
+        select(func.pg_advisory_xact_lock(func.hashtextextended("memory-sender:" + user_id, 0)))
+    )
+
+
 async def get_for_update(session: AsyncSession, *, turn_id: int) -> Turn | None:
     """The turn, row-locked until the unit of work ends (one extraction at a time)."""
     row = (
@@ -76,10 +87,11 @@ async def finish(
     )
 
 
-async def queued_ids(session: AsyncSession) -> list[int]:
-    """Ids of turns still waiting for extraction, oldest first."""
-    stmt = select(TurnRow.id).where(TurnRow.status == TurnStatus.QUEUED.value).order_by(TurnRow.id)
-    return list((await session.execute(stmt)).scalars())
+async def waiting(session: AsyncSession) -> list[tuple[int, str]]:
+    """(turn id, sender id) of turns still waiting for extraction, oldest first."""
+    stmt = (select(TurnRow.id, TurnRow.user_id)
+            .where(TurnRow.status == TurnStatus.QUEUED.value).order_by(TurnRow.id))
+    return [(int(i), str(u)) for i, u in (await session.execute(stmt)).all()]
 
 
 async def counts(session: AsyncSession) -> dict[str, int]:

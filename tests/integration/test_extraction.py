@@ -160,8 +160,9 @@ def test_collaborative_chat_never_writes_personal_memories(
 
 def test_without_an_llm_turns_wait_and_the_status_says_why(service: LiveService) -> None:
     answer = service.client.post("/v1/turns", json=_turn("I keep bees", "m1")).json()
-    assert answer == {"status": "queued",
-                      "detail": "turn saved; extraction waits until an LLM is configured"}
+    assert answer == {
+        "status": "queued", "detail": "turn saved; extraction waits until an LLM is configured",
+        "notice": "Memory: this turn is saved, but learning from it waits until an LLM is set up"}
     status = service.client.get("/v1/status").json()
     assert status["turns_queued"] == 1
     assert status["status"] == ("extraction paused: no LLM configured (set LLM_BASE_URL and "

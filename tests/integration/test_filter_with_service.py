@@ -157,3 +157,20 @@ async def test_chat_goes_on_without_memory_when_the_service_is_down(
                                                       assistant_id=assistant_id, reply="Hi"),
                                metadata)
     assert out.body["id"] == assistant_id
+
+
+async def test_without_an_llm_the_user_is_told_why_nothing_is_learned(
+    service: LiveService,
+) -> None:
+    instance = load_filter_instance()
+    instance.valves = instance.Valves(service_url=service.base_url, api_key=service.api_key)
+    harness = FilterHarness(instance)
+    chat = _chat(harness, "no-llm-user")
+    body, metadata, user_id, assistant_id = chat.inlet_request("I keep bees.")
+    await harness.inlet(chat, body, metadata)
+    out = await harness.outlet(chat, chat.record_turn(user_message_id=user_id, text="I keep bees.",
+                                                      assistant_id=assistant_id, reply="Nice!"),
+                               metadata)
+    assert [e["data"]["description"] for e in out.events] == [
+        "Memory: this turn is saved, but learning from it waits until an LLM is set up"]
+    assert service.client.get("/v1/status").json()["turns_queued"] == 1

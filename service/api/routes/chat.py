@@ -47,4 +47,7 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
         rt, chat=body.chat.to_record(), user_message_id=body.user_message_id,
         user_message=body.user_message, assistant_message=body.assistant_message,
         history=[(m.role, m.content) for m in body.history], occurred_at=body.occurred_at)
-    return TurnResponse(status=state, detail=detail)  # type: ignore[arg-type]
+    notice = None
+    if state == "queued" and not rt.llm.configured:
+        notice = "Memory: this turn is saved, but learning from it waits until an LLM is set up"
+    return TurnResponse(status=state, detail=detail, notice=notice)  # type: ignore[arg-type]
