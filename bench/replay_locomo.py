@@ -187,7 +187,7 @@ class Replay:
     def __init__(
         self, *, sample: dict[str, Any], harness: FilterHarness, client: ServiceClient,
         observer: TurnObserver, service: ServiceProcess | None, restart_after_turns: int | None,
-        ready_timeout_s: float, drain_timeout_s: float,
+        ready_timeout_s: float, drain_timeout_s: float, save_context: bool = False,
     ) -> None:
         self.sample = sample
         self.conversation_id = str(sample.get("sample_id", ""))
@@ -200,6 +200,7 @@ class Replay:
         self.restart_after_turns = restart_after_turns
         self.ready_timeout_s = ready_timeout_s
         self.drain_timeout_s = drain_timeout_s
+        self.save_context = save_context
         self.users = {
             plan.speaker: harness.make_user(
                 user_id=user_id_for(self.conversation_id, plan.speaker), name=plan.speaker)
@@ -319,7 +320,10 @@ class Replay:
             chat = SavedChat(user=self.users[item.speaker], timestamp_s=asked_at)
             body, metadata, _user_message_id, _assistant_id = chat.inlet_request(item.question)
             inlet = await self.harness.inlet(chat, body, metadata)
-            answers.append(score_question(item, plan, inlet.system_text, inlet.elapsed_ms))
+            answer = score_question(item, plan, inlet.system_text, inlet.elapsed_ms)
+            if self.save_context:
+                answer["injected"] = inlet.system_text
+            answers.append(answer)
         return answers
 
 
@@ -436,6 +440,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="deadline for GET /readyz after each start (seconds)")
     parser.add_argument("--drain-timeout-s", type=float, default=1800.0,
                         help="deadline for extraction to drain after the last turn (seconds)")
+    parser.add_argument("--save-context", action="store_true",
+                        help="keep each question's injected system text in the JSON results")
     parser.add_argument("--keep-state", action="store_true",
                         help="keep the service's temporary state directory")
     args = parser.parse_args(argv)
@@ -540,7 +546,8 @@ async def _run(
                         observer=observer, service=service,
                         restart_after_turns=args.restart_after_turns,
                         ready_timeout_s=args.ready_timeout_s,
-                        drain_timeout_s=args.drain_timeout_s)
+                        drain_timeout_s=args.drain_timeout_s,
+                        save_context=args.save_context)
         return await replay.run()
     finally:
         await client.aclose()
@@ -550,6 +557,7 @@ def _stop_service(service: ServiceProcess) -> None:
     """SIGTERM the service (SIGKILL after 60 s), then stop a PostgreSQL it left running."""
     code = service.terminate()
     leftover = service.stop_leftover_postgres()
+    # uvicorn re-raises SIGTERM after its graceful shutdown, so -15 is the normal outcome.
     _progress(f"service stopped (exit code {code})"
               + (f"; stopped leftover PostgreSQL pid {leftover}" if leftover else ""))
 

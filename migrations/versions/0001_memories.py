@@ -25,6 +25,7 @@ def upgrade() -> None:
     op.create_table(
         "memories",
         sa.Column("id", pg.UUID(as_uuid=True), nullable=False),
+        sa.Column("seq", sa.BigInteger(), sa.Identity(always=True), nullable=False),
         sa.Column("owner_kind", sa.String(16), nullable=False),
         sa.Column("owner_id", sa.String(255), nullable=False),
         sa.Column("bank", sa.String(32), nullable=False),
@@ -46,6 +47,7 @@ def upgrade() -> None:
         # Declared with the table: adding a generated column later rewrites every row.
         sa.Column("tsv", pg.TSVECTOR(), sa.Computed(TSV, persisted=True), nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_memories"),
+        sa.UniqueConstraint("seq", name="uq_memories_seq"),
     )
     op.create_index("ix_memories_owner_bank_active", "memories", ["owner_id", "bank"],
                     postgresql_where=sa.text("status = 'active'"))

@@ -27,7 +27,7 @@ def _fail(exc: BaseException, verbose: bool) -> None:
 
 
 FILTER_HELP = """
-Memory service ready on http://{host}:{port}
+Memory service starting on http://{host}:{port} (ready when GET /readyz answers 200)
   API key: {key}
 Install the filter into Open WebUI:
   Admin Panel → Functions → + → paste filter/memory_filter.py → Save → enable it (and make it Global);
@@ -48,6 +48,8 @@ def serve(
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:  # the embedded server logs every pg_ctl call it makes
+        logging.getLogger("pgserver").setLevel(logging.WARNING)
     try:
         overrides = {k: v for k, v in {"MEMORY_HOST": host, "MEMORY_PORT": port}.items() if v}
         settings = Settings(**overrides)  # type: ignore[arg-type]

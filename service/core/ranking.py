@@ -52,7 +52,7 @@ def rank_candidates(
         params: thresholds and weights.
 
     Returns:
-        Ranked memories, highest score first; ties keep the earlier-created memory first.
+        Ranked memories, highest score first; ties keep the earlier-stored memory first.
     """
     ranked = [
         RankedMemory(
@@ -69,7 +69,7 @@ def rank_candidates(
         for c in candidates
         if c.similarity >= params.relevance_threshold
     ]
-    ranked.sort(key=lambda r: (-r.score, r.memory.created_at))
+    ranked.sort(key=lambda r: (-r.score, r.memory.seq))
     return ranked
 
 

@@ -145,6 +145,7 @@ class Memory:
     """One memory as it leaves storage (never an ORM object)."""
 
     id: uuid.UUID  #: primary key
+    seq: int  #: insertion order (short id shown to users)
     owner_kind: OwnerKind  #: user or folder
     owner_id: str  #: user id or folder id
     bank: Bank  #: Personal, Interaction Patterns or Project Memory

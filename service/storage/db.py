@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,10 @@ def start_embedded(state_dir: Path) -> tuple[str, Any]:
         DatabaseUnavailable: when pgserver is missing or PostgreSQL does not start.
     """
     try:
-        import pgserver
+        with warnings.catch_warnings():
+            # pgserver falls back to a per-user runtime folder when XDG_RUNTIME_DIR is unset.
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+            import pgserver
     except ImportError as exc:  # pragma: no cover - declared dependency
         raise DatabaseUnavailable("the embedded PostgreSQL (pgserver) is not installed") from exc
     pgdata = state_dir.resolve() / "pgdata"

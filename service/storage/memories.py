@@ -30,6 +30,7 @@ def to_record(row: MemoryRow) -> Memory:
     """A frozen record from an ORM row."""
     return Memory(
         id=row.id,
+        seq=row.seq,
         owner_kind=OwnerKind(row.owner_kind),
         owner_id=row.owner_id,
         bank=Bank(row.bank),
@@ -128,7 +129,7 @@ async def search(
     from sqlalchemy.orm import aliased
 
     row_alias = aliased(MemoryRow, inner)
-    stmt = select(row_alias, inner.c.distance).order_by(inner.c.distance, inner.c.created_at)
+    stmt = select(row_alias, inner.c.distance).order_by(inner.c.distance, inner.c.seq)
     result = await session.execute(stmt.limit(limit))
     return [
         Candidate(memory=to_record(row), similarity=similarity_from_distance(d), cosine=1.0 - d)
@@ -169,7 +170,7 @@ async def list_memories(
     total = (await session.execute(select(func.count()).select_from(base.subquery()))).scalar_one()
     rows = (
         await session.execute(
-            base.order_by(MemoryRow.created_at.desc(), MemoryRow.id).limit(limit).offset(offset)
+            base.order_by(MemoryRow.created_at.desc(), MemoryRow.seq.desc()).limit(limit).offset(offset)
         )
     ).scalars()
     return [to_record(r) for r in rows], int(total)
@@ -182,7 +183,7 @@ async def core_memories(session: AsyncSession, *, scope: ReadScope, limit: int) 
     stmt = (
         select(MemoryRow)
         .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
-        .order_by(MemoryRow.confidence.desc(), MemoryRow.created_at.desc(), MemoryRow.id)
+        .order_by(MemoryRow.confidence.desc(), MemoryRow.created_at.desc(), MemoryRow.seq.desc())
         .limit(limit)
     )
     return [to_record(r) for r in (await session.execute(stmt)).scalars()]

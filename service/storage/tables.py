@@ -12,6 +12,7 @@ from sqlalchemy import (
     Computed,
     DateTime,
     Float,
+    Identity,
     Index,
     Integer,
     MetaData,
@@ -47,6 +48,8 @@ class MemoryRow(Base):
     __tablename__ = "memories"
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    #: insertion order; breaks ties deterministically and gives users short ids
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=True), unique=True)
     owner_kind: Mapped[str] = mapped_column(String(16))
     owner_id: Mapped[str] = mapped_column(String(255))
     bank: Mapped[str] = mapped_column(String(32))

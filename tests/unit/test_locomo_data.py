@@ -4,6 +4,7 @@ The small hand-written sample pins the rules; the real `locomo10.json` (read fro
 `../shared/data/locomo/`) pins the counts of LOCOMO.md.
 """
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -26,7 +27,8 @@ SAMPLE = {
         "session_1": [
             {"speaker": "Bob", "dia_id": "D1:1", "text": "Hi Ann"},
             {"speaker": "Ann", "dia_id": "D1:2", "text": "Hi Bob"},
-            {"speaker": "Ann", "dia_id": "D1:3", "text": "Look", "blip_caption": "a photo of a cat"},
+            {"speaker": "Ann", "dia_id": "D1:3", "text": "Look",
+             "blip_caption": "a photo of a cat"},
             {"speaker": "Bob", "dia_id": "D1:4", "text": "Nice"},
             {"speaker": "Bob", "dia_id": "D1:5", "text": "Really"},
             {"speaker": "Ann", "dia_id": "D1:6", "text": "Bye"},
@@ -300,3 +302,57 @@ def test_real_questions_keep_their_fixed_evidence(samples: list[dict]) -> None:
     assert conv6[38].evidence == ("D18:1", "D18:7")  # D4:36 does not exist
     speakers = [q.speaker for q in locomo.load_qa(samples[0])]
     assert (speakers.count("Caroline"), speakers.count("Melanie")) == (77, 73)
+
+
+# -- the replay's extraction responder ---------------------------------------------------------
+
+
+def _extraction_request(name: str, message: str) -> dict:
+    prompt = (f"Current date: 2023-05-08 (Monday)\n<user_name>{name}</user_name>\n\n"
+              f"NEW USER MESSAGE:\n<new_user_message>{message}</new_user_message>\n")
+    return {"model": "stub-model", "messages": [{"role": "system", "content": "rules"},
+                                                {"role": "user", "content": prompt}]}
+
+
+def test_responder_answers_the_facts_due_at_the_turn() -> None:
+    from bench.replay_locomo import LocomoResponder
+
+    responder = LocomoResponder(locomo.build_replay_plan(SAMPLE, s) for s in ("Ann", "Bob"))
+    answer = responder(_extraction_request("Ann", "Hi Bob\nLook [shares a photo of a cat]"))
+    assert json.loads(answer) == {"operations": [
+        {"op": "NEW", "content": "Ann has a cat.", "tags": [], "bank": "personal",
+         "confidence": 0.9},
+        {"op": "NEW", "content": "Ann greets Bob.", "tags": [], "bank": "personal",
+         "confidence": 0.9},
+    ]}
+    assert json.loads(responder(_extraction_request("Ann", "  Bye "))) == {"operations": []}
+    assert json.loads(responder(_extraction_request("Ann", "never said"))) == {"operations": []}
+    # a repair request: the extraction prompt is no longer the last message
+    repair = _extraction_request("Bob", "Nice\nReally")
+    repair["messages"] += [{"role": "assistant", "content": "oops"},
+                           {"role": "user", "content": "Answer again with only JSON."}]
+    assert json.loads(responder(repair))["operations"][0]["content"] == "Bob says nice things."
+    assert responder({"messages": [{"role": "user", "content": "hello"}]}) == "Okay."
+    assert dict(responder.counts) == {"extraction": 4, "facts_sent": 3, "unmatched": 1,
+                                      "other": 1}
+    assert responder.unmatched == ["never said"]
+
+
+def test_a_question_is_a_hit_only_with_a_relevant_fact_verbatim() -> None:
+    from bench.replay_locomo import score_question, summarize_answers
+
+    plan = locomo.build_replay_plan(SAMPLE, "Ann")
+    question = locomo.load_qa(SAMPLE)[2]  # q5: evidence D10:1, D10:2, D1:6
+    hit = score_question(question, plan, "I recall:\n- [2024-02-03] Ann spans sessions.", 12.345)
+    assert hit == {"index": 5, "category": 4, "speaker": "Ann",
+                   "evidence": ["D10:1", "D10:2", "D1:6"], "hit": True,
+                   "fact_available": True, "injected_chars": 44, "latency_ms": 12.35}
+    # a fact that is present but cites other turns does not count
+    miss = score_question(question, plan, "- Ann has a cat.", 1.0)
+    assert (miss["hit"], miss["fact_available"]) == (False, True)
+    summary = summarize_answers([hit, miss])
+    assert summary["overall"] == {"n": 2, "hits": 1, "hit_share": 0.5,
+                                  "fact_available_share": 1.0}
+    assert summary["by_category"]["4"] == {"name": "single-hop", "n": 2, "hits": 1,
+                                           "hit_share": 0.5, "fact_available_share": 1.0}
+    assert summary["by_category"]["1"]["n"] == 0
