@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import secrets
 import shutil
@@ -510,8 +511,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.service_url:
             results["llm_requests"] = dict(responder.counts)
             results["unmatched_extraction_texts"] = responder.unmatched
+    data = os.path.relpath(args.data.resolve(), REPO_ROOT)
     results = {"benchmark": "locomo-replay", "conversation": args.conversation,
-               "data": str(args.data), "mode": "external" if args.service_url else "spawned",
+               "data": data, "mode": "external" if args.service_url else "spawned",
                "service_url": url, "restart_after_turns": args.restart_after_turns,
                "started_at": started_at, **results}
     markdown = render_markdown(results)

@@ -33,6 +33,13 @@ _AUTOMATED_SESSION_PREFIXES = ("automation:", "subagent:", "timer:")
 _TEMPORARY_CHAT_PREFIXES = ("temporary:", "local:")
 _CHANNEL_CHAT_PREFIX = "channel:"
 _KINDS_WITHOUT_MEMORY = frozenset({"task", "automated", "api"})
+_KINDS_WITHOUT_COMMANDS = frozenset({"task", "automated"})
+_COMMAND_WORDS = ("/memory", "/memories")
+COMMAND_METADATA_KEY = "memory_command"
+COMMAND_UNAVAILABLE = (
+    "The memory service is not reachable right now, so this /memory command did not run. "
+    "Please try again in a moment."
+)
 _HISTORY_MESSAGES = 6
 _MAX_FOLDER_DEPTH = 64
 _EPOCH_MS_THRESHOLD = 1e12
@@ -75,6 +82,15 @@ class Filter:
         read_in_temporary_chats: bool = Field(
             default=True,
             description="Recall memories in temporary chats (they are never written).",
+        )
+        commands_model_id: str = Field(
+            default="memory_commands",
+            description="Id of the Memory Commands pipe that shows /memory answers verbatim.",
+        )
+        command_timeout_s: float = Field(
+            default=5.0,
+            gt=0,
+            description="Seconds to wait for the answer to a /memory command.",
         )
 
     class UserValves(BaseModel):
@@ -177,7 +193,17 @@ async def _recall_into(
     chat_id = chat_id if isinstance(chat_id, str) and chat_id else metadata.get("chat_id")
     kind = classify_chat(chat_id, metadata)
     sender = _sender_of(user)
-    if kind in _KINDS_WITHOUT_MEMORY or sender is None:
+    if kind in _KINDS_WITHOUT_COMMANDS or sender is None:
+        return
+    text = _last_user_text(body.get("messages"))
+    if is_memory_command(text):
+        await _route_command(
+            body, text, valves=valves, kind=kind, chat_id=chat_id, sender=sender,
+            metadata=metadata,
+        )
+        return
+    _drop_command_turns(body)
+    if kind in _KINDS_WITHOUT_MEMORY:
         return
     user_valves = _read_user_valves(user, user_valves_model)
     if not user_valves.enabled:
@@ -188,7 +214,7 @@ async def _recall_into(
         return
 
     request_body: dict[str, Any] = {
-        "message": _last_user_text(body.get("messages")),
+        "message": text,
         "budget_tokens": valves.budget_tokens,
     }
     now = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
@@ -217,6 +243,86 @@ async def _recall_into(
     _inject_block(body, block)
     if user_valves.show_status:
         await _emit_status(emitter, _recalled_status(memory_count))
+
+
+def is_memory_command(text: str) -> bool:
+    """True when the message is a `/memory …` command."""
+    words = text.strip().split(maxsplit=1)
+    return bool(words) and words[0].lower() in _COMMAND_WORDS
+
+
+async def _route_command(
+    body: dict[str, Any],
+    text: str,
+    *,
+    valves: Filter.Valves,
+    kind: str,
+    chat_id: Any,
+    sender: tuple[str, str | None],
+    metadata: dict[str, Any],
+) -> None:
+    """Run a /memory command and hand the turn to the Memory Commands pipe.
+
+    The pipe returns the stashed text verbatim, so the user sees the exact answer and no LLM
+    is called (Open WebUI gives filters no other way to answer a turn themselves).
+    """
+    try:
+        answer = await asyncio.wait_for(
+            _run_command(valves, text, kind=kind, chat_id=chat_id, sender=sender,
+                         metadata=metadata),
+            timeout=valves.command_timeout_s,
+        )
+    except Exception as exc:
+        log.warning("memory command failed: %r", exc)
+        answer = COMMAND_UNAVAILABLE
+    metadata[COMMAND_METADATA_KEY] = {"text": answer}
+    if isinstance(body.get("metadata"), dict):
+        body["metadata"][COMMAND_METADATA_KEY] = {"text": answer}
+    body["model"] = valves.commands_model_id
+
+
+async def _run_command(
+    valves: Filter.Valves,
+    text: str,
+    *,
+    kind: str,
+    chat_id: Any,
+    sender: tuple[str, str | None],
+    metadata: dict[str, Any],
+) -> str:
+    chat = await _chat_context(
+        kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
+    )
+    response = await _post(
+        valves, "/v1/commands", {"chat": chat, "command": text[:4000]},
+        timeout_s=valves.command_timeout_s,
+    )
+    answer = response.json().get("text")
+    if not isinstance(answer, str):
+        raise ValueError("the service's command answer has no text")
+    return answer
+
+
+def _drop_command_turns(body: dict[str, Any]) -> None:
+    """Remove earlier /memory commands and their answers from what the model will read."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or len(messages) < 2:
+        return
+    kept: list[Any] = []
+    skip_reply = False
+    for index, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        last = index == len(messages) - 1
+        if skip_reply and role == "assistant":
+            skip_reply = False
+            continue
+        skip_reply = False
+        if role == "user" and not last and is_memory_command(_text_of(message.get("content"))):
+            skip_reply = True
+            continue
+        kept.append(message)
+    if len(kept) != len(messages):
+        messages[:] = kept
 
 
 async def _fetch_context(
@@ -314,7 +420,7 @@ async def _hand_over_turn(
         reply_id=body.get("id"),
         fallback_timestamp=_dict_of(metadata.get("user_message")).get("timestamp"),
     )
-    if turn is None:
+    if turn is None or is_memory_command(str(turn.get("user_message", ""))):
         return
     try:
         response = await asyncio.wait_for(

@@ -164,3 +164,19 @@ class StatusRead(BaseModel):
     turns_failed: int
     memories_active: int
     status: str
+
+
+class CommandRequest(BaseModel):
+    """A `/memory …` command typed in a chat."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chat: ChatContextIn
+    command: str = Field(min_length=1, max_length=4_000)
+
+
+class CommandResponse(BaseModel):
+    """The exact text to show, and which command ran ("unknown" for none)."""
+
+    command: str
+    text: str

@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from service.cli import openwebui
 from service.config import Settings
 from service.errors import MemoryServiceError
 
@@ -85,6 +86,9 @@ def migrate(verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
 def api_key() -> None:
     """Print the API key the filter must use."""
     typer.echo(Settings().bearer_key())
+
+
+app.add_typer(openwebui.app, name="openwebui")
 
 
 def main() -> None:  # pragma: no cover

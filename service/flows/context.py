@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from service.core import privacy, ranking
 from service.core.records import ChatContext, RankedMemory
 from service.flows.runtime import Runtime
-from service.storage import memories
+from service.storage import memories, user_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +51,13 @@ async def build_context(
             relevant, budget_tokens=params.budget_tokens - ranking.cost(core_items),
             max_items=params.max_items)
         used = [*core_items, *chosen]
-        await memories.mark_used(session, memory_ids=[m.memory.id for m in used],
-                                 at=datetime.now(UTC))
+        at = datetime.now(UTC)
+        await memories.mark_used(session, memory_ids=[m.memory.id for m in used], at=at)
+        if chat.chat_id:
+            await user_state.record_injection(
+                session, user_id=chat.user_id, chat_id=chat.chat_id, at=at,
+                items=[{"seq": m.memory.seq, "similarity": round(m.similarity, 4),
+                        "score": round(m.score, 4)} for m in used])
     block = ranking.render_block(profile=None, core=core_items, items=chosen)
     status = f"{len(used)} memories recalled" if used else "no relevant memories"
     return ContextResult(block, used, None, status)

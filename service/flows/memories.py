@@ -49,6 +49,12 @@ async def list_for_user(
             offset=offset)
 
 
+async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -> list[Memory]:
+    """Everything of the user's that still has content, oldest first."""
+    async with rt.db.unit_of_work() as session:
+        return await memories.export_rows(session, scope=owned_scope(user_id, folder_id=folder_id))
+
+
 async def get_for_user(rt: Runtime, *, user_id: str, memory_id: uuid.UUID,
                        folder_id: str | None = None) -> Memory:
     """One active memory of the user. Raises MemoryNotFound."""
@@ -69,21 +75,31 @@ async def add_for_user(
     Raises:
         InvalidInput: empty or instruction-like text, or a Project memory without a folder.
     """
-    text = _clean(content)
     if bank is Bank.PROJECT and not folder_id:
         raise InvalidInput("a Project Memory needs the folder_id of its project")
-    owner_kind, owner_id = ((OwnerKind.FOLDER, folder_id) if bank is Bank.PROJECT
-                            else (OwnerKind.USER, user_id))
+    cell = (Scope(OwnerKind.FOLDER, folder_id, bank) if bank is Bank.PROJECT and folder_id
+            else Scope(OwnerKind.USER, user_id, bank))
+    return await add(rt, cell=cell, content=content, tags=tags, actor=f"user:{user_id}")
+
+
+async def add(rt: Runtime, *, cell: Scope, content: str, tags: Sequence[str], actor: str,
+              source_chat_id: str | None = None) -> Memory:
+    """Store a memory written by a person into `cell` (confidence 1.0); audited.
+
+    Raises:
+        InvalidInput: empty or instruction-like text.
+    """
+    text = _clean(content)
     vector = await rt.encoder.encode_one(text)
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:
         memory = await memories.insert(
-            session, owner_kind=owner_kind, owner_id=owner_id or user_id, bank=bank, content=text,
-            tags=list(tags), confidence=1.0, source_kind=SourceKind.MANUAL, source_chat_id=None,
-            source_message_id=None, created_at=now, embedding=np.asarray(vector),
-            embedding_model=rt.encoder.model_name)
-        await audit.record(session, memory_id=memory.id, owner_id=memory.owner_id,
-                           actor=f"user:{user_id}", action="create", reason="added by the user",
+            session, owner_kind=cell.owner_kind, owner_id=cell.owner_id, bank=cell.bank,
+            content=text, tags=list(tags), confidence=1.0, source_kind=SourceKind.MANUAL,
+            source_chat_id=source_chat_id, source_message_id=None, created_at=now,
+            embedding=np.asarray(vector), embedding_model=rt.encoder.model_name)
+        await audit.record(session, memory_id=memory.id, owner_id=memory.owner_id, actor=actor,
+                           action="create", reason="added by the user",
                            after=audit.snapshot(memory))
     return memory
 
@@ -93,10 +109,23 @@ async def edit_for_user(
     bank: Bank | None, tags: Sequence[str] | None, folder_id: str | None = None,
 ) -> Memory:
     """Change a memory's text, bank or tags. Raises MemoryNotFound, InvalidInput."""
+    return await edit(rt, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id,
+                      content=content, bank=bank, tags=tags, actor=f"user:{user_id}")
+
+
+async def edit(
+    rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, content: str | None,
+    bank: Bank | None, tags: Sequence[str] | None, actor: str,
+) -> Memory:
+    """Change a memory in `scope` in place (new version number); audited.
+
+    Raises:
+        MemoryNotFound: not an active memory of `scope`.
+        InvalidInput: empty or instruction-like text, or a move between a user and a project.
+    """
     text = _clean(content) if content is not None else None
     vector = np.asarray(await rt.encoder.encode_one(text)) if text is not None else None
     now = datetime.now(UTC)
-    scope = owned_scope(user_id, folder_id=folder_id)
     async with rt.db.unit_of_work() as session:
         before = await memories.get(session, scope=scope, memory_id=memory_id)
         if before is None:
@@ -110,13 +139,19 @@ async def edit_for_user(
             Scope(before.owner_kind, before.owner_id, b) for b in Bank)), memory_id=memory_id)
         assert after is not None
         await audit.record(session, memory_id=memory_id, owner_id=before.owner_id,
-                           actor=f"user:{user_id}", action="update", reason="edited by the user",
+                           actor=actor, action="update", reason="edited by the user",
                            before=audit.snapshot(before), after=audit.snapshot(after))
     return after
 
 
 async def forget_for_user(rt: Runtime, *, user_id: str, memory_id: uuid.UUID,
                           folder_id: str | None = None) -> int:
+    """Forget one of the user's memories (see `forget`). Raises MemoryNotFound."""
+    return await forget(rt, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id,
+                        actor=f"user:{user_id}")
+
+
+async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: str) -> int:
     """Forget a memory and its earlier versions everywhere: content, vector, full text and
     audit payloads are removed; a content-free tombstone stays.
 
@@ -129,13 +164,13 @@ async def forget_for_user(rt: Runtime, *, user_id: str, memory_id: uuid.UUID,
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:
         found = await memories.get(
-            session, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id,
+            session, scope=scope, memory_id=memory_id,
             statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED))
         if found is None:
             raise MemoryNotFound(f"no memory {memory_id} for this user")
         chain = await memories.history_chain(session, memory_id=memory_id)
         await memories.tombstone(session, memory_ids=chain, at=now)
         await audit.scrub(session, memory_ids=chain)
-        await audit.record(session, memory_id=memory_id, owner_id=found.owner_id,
-                           actor=f"user:{user_id}", action="forget", reason="forgotten by the user")
+        await audit.record(session, memory_id=memory_id, owner_id=found.owner_id, actor=actor,
+                           action="forget", reason="forgotten by the user")
     return len(chain)

@@ -9,10 +9,10 @@ from typing import Any
 
 from procrastinate import exceptions as job_errors
 
-from service.core import privacy
+from service.core import commands, privacy
 from service.core.records import ChatContext, ChatKind
 from service.flows.runtime import Runtime
-from service.storage import turns
+from service.storage import turns, user_state
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ async def accept_turn(
         return "skipped", f"{chat.kind.value} chats do not write memories"
     if not user_message.strip():
         return "skipped", "the user message has no text"
+    if commands.is_command(user_message):
+        return "skipped", "memory commands are not remembered"
     payload = {
         "chat": chat_to_json(chat),
         "occurred_at": occurred_at.isoformat() if occurred_at else None,
@@ -51,6 +53,8 @@ async def accept_turn(
                   "history": [list(h) for h in history]},
     }
     async with rt.db.unit_of_work() as session:
+        if await user_state.is_paused(session, user_id=chat.user_id):
+            return "skipped", "learning is paused for this user (/memory resume)"
         turn_id = await turns.accept(session, chat_id=chat.chat_id, user_message_id=user_message_id,
                                      user_id=chat.user_id, payload=payload)
     if turn_id is None:

@@ -11,7 +11,20 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import ColumnElement, Select, and_, func, or_, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Text,
+    and_,
+    TextClause,
+    bindparam,
+    func,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy import text as sa_text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core.records import (
@@ -159,6 +172,62 @@ async def get(
     """The memory with `memory_id` if it lies in `scope` and has one of `statuses`."""
     row = (await session.execute(_owned(scope, statuses).where(MemoryRow.id == memory_id))).scalar()
     return to_record(row) if row else None
+
+
+async def get_by_seq(
+    session: AsyncSession, *, scope: ReadScope, seq: int,
+    statuses: Sequence[Status] = (Status.ACTIVE,),
+) -> Memory | None:
+    """The memory with short id `seq` if it lies in `scope` and has one of `statuses`."""
+    row = (await session.execute(_owned(scope, statuses).where(MemoryRow.seq == seq))).scalar()
+    return to_record(row) if row else None
+
+
+_OR_QUERY_SQL = """(
+  to_tsquery('simple', replace(plainto_tsquery('english', :fts_text)::text, '&', '|'))
+  || to_tsquery('simple', coalesce((
+       SELECT string_agg(quote_literal(word), ' | ')
+       FROM unnest(tsvector_to_array(to_tsvector('simple', :fts_text))) AS word
+       WHERE ts_lexize('english_stem', word) <> '{}'::text[]), '')))"""
+
+
+def or_query(text: str) -> TextClause:
+    """tsquery matching any word of `text`, English-stemmed or as written.
+
+    The halves match the two halves of the stored tsvector ('english' || 'simple'): stems
+    find "bikes" for "bike", words as written find names, ids and other languages. English
+    stop words are left out of both, so "the a of" matches nothing.
+    """
+    return sa_text(_OR_QUERY_SQL).bindparams(bindparam("fts_text", text[:2_000], type_=Text))
+
+
+async def keyword_search(
+    session: AsyncSession, *, scope: ReadScope, text: str, limit: int
+) -> list[tuple[Memory, float]]:
+    """Active memories in `scope` sharing words with `text`, best `ts_rank` first.
+
+    Returns:
+        (memory, ts_rank) pairs; [] when `text` has no searchable word.
+    """
+    if not scope or limit <= 0 or not text.strip():
+        return []
+    query = or_query(text)
+    rank = func.ts_rank(MemoryRow.tsv, query).label("rank")
+    stmt = (
+        select(MemoryRow, rank)
+        .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value,
+               MemoryRow.tsv.op("@@")(query))
+        .order_by(rank.desc(), MemoryRow.seq)
+        .limit(limit)
+    )
+    return [(to_record(row), float(r)) for row, r in (await session.execute(stmt)).all()]
+
+
+async def export_rows(session: AsyncSession, *, scope: ReadScope) -> list[Memory]:
+    """Every memory in `scope` that still has content (active, superseded, archived)."""
+    stmt = _owned(scope, (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)).order_by(
+        MemoryRow.seq)
+    return [to_record(r) for r in (await session.execute(stmt)).scalars()]
 
 
 async def list_memories(

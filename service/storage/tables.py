@@ -9,6 +9,7 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Computed,
     DateTime,
     Float,
@@ -113,3 +114,24 @@ class TurnRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (UniqueConstraint("chat_id", "user_message_id"),)
+
+
+class UserSettingsRow(Base):
+    """Per-user switches set by `/memory pause` and `/memory resume`."""
+
+    __tablename__ = "user_settings"
+
+    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    paused: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
+
+
+class InjectionRow(Base):
+    """The memories injected into the latest turn of one user in one chat (ids and numbers)."""
+
+    __tablename__ = "injections"
+
+    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    chat_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    items: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)

@@ -90,6 +90,8 @@ def test_valves_defaults():
         "budget_tokens": 400,
         "disable_native_memory": True,
         "read_in_temporary_chats": True,
+        "commands_model_id": "memory_commands",
+        "command_timeout_s": 5.0,
     }
     assert module.Filter.UserValves().model_dump() == {"enabled": True, "show_status": True}
 

@@ -6,13 +6,15 @@ from fastapi import APIRouter, status
 
 from service.api.deps import RuntimeDep
 from service.api.schemas import (
+    CommandRequest,
+    CommandResponse,
     ContextMemory,
     ContextRequest,
     ContextResponse,
     TurnRequest,
     TurnResponse,
 )
-from service.flows import context, turns
+from service.flows import commands, context, turns
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
@@ -51,3 +53,14 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
     if state == "queued" and not rt.llm.configured:
         notice = "Memory: this turn is saved, but learning from it waits until an LLM is set up"
     return TurnResponse(status=state, detail=detail, notice=notice)  # type: ignore[arg-type]
+
+
+@router.post("/commands", response_model=CommandResponse)
+async def post_command(body: CommandRequest, rt: RuntimeDep) -> CommandResponse:
+    """Run a `/memory …` command typed in the chat; `text` is shown to the user verbatim.
+
+    No LLM is used. Unknown commands and wrong ids get a helpful `text`, not an error.
+    """
+    name, text = await commands.run_command(rt, chat=body.chat.to_record(),
+                                            command_text=body.command)
+    return CommandResponse(command=name, text=text)

@@ -10,6 +10,7 @@ from service.api.deps import RuntimeDep
 from service.api.schemas import MemoryCreate, MemoryList, MemoryRead, MemoryUpdate
 from service.core.records import Bank
 from service.flows import memories
+from service.flows.commands import export_json
 
 router = APIRouter(prefix="/v1/users/{user_id}/memories", tags=["memories"])
 
@@ -34,6 +35,17 @@ async def add_memory(body: MemoryCreate, rt: RuntimeDep, user_id: str = UserId) 
     memory = await memories.add_for_user(rt, user_id=user_id, content=body.content, bank=body.bank,
                                          tags=body.tags, folder_id=body.folder_id)
     return MemoryRead.from_record(memory)
+
+
+@router.get("/export")
+async def export_memories(
+    rt: RuntimeDep, user_id: str = UserId,
+    folder_id: str | None = Query(default=None, max_length=255),
+) -> list[dict[str, object]]:
+    """Every memory of the user that still has content (active, superseded, archived), as
+    JSON — the same data `/memory export` shows."""
+    rows = await memories.export_for_user(rt, user_id=user_id, folder_id=folder_id)
+    return export_json(rows)
 
 
 @router.get("/{memory_id}", response_model=MemoryRead)

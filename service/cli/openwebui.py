@@ -1,0 +1,492 @@
+"""`python -m service openwebui …` — install the filter and its command pipe into Open WebUI.
+
+Everything goes through Open WebUI's admin REST API (0.12.x). Every step reads the current
+state first and writes only what differs, so running `install` twice changes nothing the
+second time (Open WebUI's activation switches flip, they cannot be set).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+
+import service
+from service.config import Settings
+
+__all__ = ["FILTER_ID", "PIPE_ID", "OpenWebUI", "OpenWebUIError", "app"]
+
+FILTER_ID = "memory_filter"
+PIPE_ID = "memory_commands"
+EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
+SOURCE_DIR = Path(service.__file__).resolve().parents[1] / "filter"
+REQUEST_TIMEOUT_S = 30.0
+# One `key: value` line of the docstring that opens a function file (its frontmatter).
+_FRONTMATTER_LINE = re.compile(r"^\s*([a-z_]+):\s*(.*?)\s*$", re.IGNORECASE)
+
+app = typer.Typer(help="Install the memory filter into a running Open WebUI.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+
+class OpenWebUIError(Exception):
+    """Open WebUI refused or failed a request; the message is one sentence for the user."""
+
+
+# --- the REST client -------------------------------------------------------------------------
+
+
+@dataclass
+class OpenWebUI:
+    """An admin session with one Open WebUI server.
+
+    Attributes:
+        base_url: e.g. `http://127.0.0.1:8080` (no trailing slash).
+        client: httpx client that sends the bearer token (JWT or `sk-…` API key).
+        version: Open WebUI's version string, as `GET /api/version` reports it.
+    """
+
+    base_url: str
+    client: httpx.Client
+    version: str = ""
+
+    @classmethod
+    def connect(cls, url: str, *, token: str | None, email: str | None,
+                password: str | None) -> OpenWebUI:
+        """Check that `url` is Open WebUI, sign in if needed and check that we are an admin.
+
+        Raises:
+            OpenWebUIError: unreachable, not Open WebUI, credentials refused, or not an admin.
+        """
+        base_url = url.rstrip("/")
+        client = httpx.Client(base_url=base_url, timeout=REQUEST_TIMEOUT_S, trust_env=False)
+        owui = cls(base_url, client)
+        try:
+            owui.version = owui._version()
+            if not token:
+                if not (email and password):
+                    raise OpenWebUIError("give --token, or --email and --password of an admin")
+                token = owui._sign_in(email, password)
+            client.headers["Authorization"] = f"Bearer {token}"
+            owui._check_admin()
+        except BaseException:
+            client.close()
+            raise
+        return owui
+
+    def close(self) -> None:
+        self.client.close()
+
+    def call(self, method: str, path: str, *, json: Any = None,
+             params: dict[str, Any] | None = None) -> Any:
+        """Send one request and return the decoded JSON answer.
+
+        Raises:
+            OpenWebUIError: transport failure or any status outside 2xx.
+        """
+        try:
+            response = self.client.request(method, path, json=json, params=params)
+        except httpx.TimeoutException as exc:
+            raise OpenWebUIError(f"Open WebUI at {self.base_url} did not answer {method} {path} "
+                                 f"within {REQUEST_TIMEOUT_S:g} s") from exc
+        except httpx.HTTPError as exc:
+            raise OpenWebUIError(f"cannot reach Open WebUI at {self.base_url}: {exc}") from exc
+        if not response.is_success:
+            raise OpenWebUIError(f"Open WebUI answered {response.status_code} to {method} {path}: "
+                                 f"{_detail(response)}")
+        return response.json() if response.content else None
+
+    def _version(self) -> str:
+        try:
+            response = self.client.get("/api/version")
+        except httpx.HTTPError as exc:
+            raise OpenWebUIError(f"cannot reach Open WebUI at {self.base_url}: {exc}") from exc
+        try:
+            version = response.json().get("version") if response.is_success else None
+        except ValueError:
+            version = None
+        if not isinstance(version, str):
+            raise OpenWebUIError(f"{self.base_url} does not look like Open WebUI "
+                                 f"(GET /api/version answered {response.status_code})")
+        return version
+
+    def _sign_in(self, email: str, password: str) -> str:
+        response = self.client.post("/api/v1/auths/signin",
+                                    json={"email": email, "password": password})
+        if response.status_code == 400:
+            raise OpenWebUIError(f"Open WebUI refused the sign-in of {email}: {_detail(response)}")
+        if not response.is_success:
+            raise OpenWebUIError(f"Open WebUI answered {response.status_code} to the sign-in of "
+                                 f"{email}: {_detail(response)}")
+        return str(response.json()["token"])
+
+    def _check_admin(self) -> None:
+        # Any signed-in user may list functions; only an admin may list them with their owners.
+        first = self.client.get("/api/v1/functions/")
+        if first.status_code in (401, 403):
+            raise OpenWebUIError(f"Open WebUI refused the credentials ({first.status_code}: "
+                                 f"{_detail(first)})")
+        second = self.client.get("/api/v1/functions/list")
+        if second.status_code in (401, 403):
+            raise OpenWebUIError("this account is not an admin of Open WebUI; functions can "
+                                 "only be installed by an admin")
+        if not second.is_success:
+            raise OpenWebUIError(f"Open WebUI answered {second.status_code} to GET "
+                                 f"/api/v1/functions/list: {_detail(second)}")
+
+    # -- functions -----------------------------------------------------------------------------
+
+    def function(self, function_id: str) -> dict[str, Any] | None:
+        """The stored function (with `content`, `is_active`, `is_global`), None if absent."""
+        # GET /id/{id} answers 401 for a missing id, like a bad token; the list tells them apart.
+        listed = {f["id"] for f in self.call("GET", "/api/v1/functions/list") or []}
+        if function_id not in listed:
+            return None
+        found: dict[str, Any] = self.call("GET", f"/api/v1/functions/id/{function_id}")
+        return found
+
+    def valves(self, function_id: str) -> dict[str, Any]:
+        """The admin valves stored for a function ({} when none were ever saved)."""
+        return self.call("GET", f"/api/v1/functions/id/{function_id}/valves") or {}
+
+    def model_rows(self) -> dict[str, dict[str, Any]]:
+        """Every model row (workspace models and overrides of provider models), by id."""
+        return {m["id"]: m for m in self.call("GET", "/api/v1/models/all") or []}
+
+    def provider_models(self) -> dict[str, dict[str, Any]]:
+        """The models Open WebUI offers (rebuilding its cached list), by id."""
+        answer = self.call("GET", "/api/models", params={"refresh": "true"}) or {}
+        return {m["id"]: m for m in answer.get("data", [])}
+
+
+# --- install, uninstall, status ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """One function file to push: id, display name, description and Python source."""
+
+    function_id: str
+    name: str
+    description: str
+    content: str
+
+    @classmethod
+    def read(cls, function_id: str, path: Path) -> FunctionSource:
+        try:
+            content = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise OpenWebUIError(f"cannot read {path}: {exc.strerror}") from exc
+        manifest = _frontmatter(content)
+        return cls(function_id, manifest.get("title") or function_id,
+                   manifest.get("description", ""), content)
+
+
+def install(owui: OpenWebUI, *, filter_source: FunctionSource, pipe_source: FunctionSource,
+            service_url: str, api_key: str, make_global: bool, model_ids: list[str],
+            say: Callable[[str], None] = typer.echo) -> None:
+    """Bring Open WebUI to the installed state; each step writes only what differs.
+
+    Args:
+        make_global: the filter runs for every model (else only for `model_ids`).
+        model_ids: models whose `meta.filterIds` must list the filter (others are kept).
+        say: prints one line per step.
+    """
+    available = owui.provider_models()
+    missing = [m for m in model_ids if m not in available]
+    if missing:
+        raise OpenWebUIError(f"Open WebUI has no model {', '.join(missing)}; "
+                             f"it offers {', '.join(sorted(available)) or 'none'}")
+    for source in (filter_source, pipe_source):
+        say(f"{source.function_id}: {_push_function(owui, source)}")
+        say(f"{source.function_id}: {_set_flag(owui, source.function_id, 'is_active', True)}")
+    say(f"{FILTER_ID}: {_set_flag(owui, FILTER_ID, 'is_global', make_global)}")
+    say(f"{FILTER_ID}: {_set_valves(owui, service_url=service_url, api_key=api_key)}")
+    rows = owui.model_rows()
+    for model_id in model_ids:
+        say(f"model {model_id}: {_attach_filter(owui, model_id, rows.get(model_id), available)}")
+    say(f"model {PIPE_ID}: {_ensure_pipe_row(owui, rows.get(PIPE_ID), pipe_source.name)}")
+    owui.provider_models()  # rebuild the cached model list so the pipe model is routable now
+    where = "every model" if make_global else ", ".join(model_ids) or "no model yet"
+    say(f"installed into Open WebUI {owui.version} at {owui.base_url}: the filter runs for "
+        f"{where} and calls {service_url}")
+
+
+def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> None:
+    """Remove both functions, the pipe's model row and the filter from every model row."""
+    for model_id, row in owui.model_rows().items():
+        if model_id == PIPE_ID:
+            owui.call("POST", "/api/v1/models/model/delete", json={"id": PIPE_ID})
+            say(f"model {PIPE_ID}: deleted")
+            continue
+        meta = dict(row.get("meta") or {})
+        kept = {key: [f for f in meta.get(key) or [] if f != FILTER_ID]
+                for key in ("filterIds", "defaultFilterIds") if FILTER_ID in (meta.get(key) or [])}
+        if kept:
+            owui.call("POST", "/api/v1/models/model/update", json=_model_form(row, {**meta, **kept}))
+            say(f"model {model_id}: filter detached")
+    for function_id in (FILTER_ID, PIPE_ID):
+        if owui.function(function_id) is None:
+            say(f"{function_id}: not installed")
+            continue
+        owui.call("DELETE", f"/api/v1/functions/id/{function_id}/delete")
+        say(f"{function_id}: deleted")
+    owui.provider_models()
+    say(f"uninstalled from Open WebUI {owui.version} at {owui.base_url}")
+
+
+def status(owui: OpenWebUI, *, sources: dict[str, FunctionSource],
+           say: Callable[[str], None] = typer.echo) -> None:
+    """Print what is installed, whether it is active, and whether its code is current."""
+    say(f"Open WebUI {owui.version} at {owui.base_url}")
+    rows = owui.model_rows()
+    for function_id, source in sources.items():
+        found = owui.function(function_id)
+        if found is None:
+            say(f"{function_id}: not installed")
+            continue
+        facts = ["active" if found.get("is_active") else "INACTIVE"]
+        if function_id == FILTER_ID:
+            attached = sorted(m for m, row in rows.items()
+                              if FILTER_ID in ((row.get("meta") or {}).get("filterIds") or []))
+            facts.append("global" if found.get("is_global") else
+                         f"attached to {', '.join(attached) or 'no model'}")
+        facts.append("code is current" if found.get("content") == source.content else
+                     "code differs from the local file")
+        say(f"{function_id}: installed, {', '.join(facts)}")
+        if function_id == FILTER_ID:
+            valves = owui.valves(FILTER_ID)
+            key = "set" if valves.get("api_key") else "NOT SET"
+            say(f"{function_id}: service_url = {valves.get('service_url', '(default)')}, "
+                f"api_key {key}")
+    row = rows.get(PIPE_ID)
+    if row is None:
+        say(f"model {PIPE_ID}: no model row (ordinary users cannot run commands)")
+    else:
+        say(f"model {PIPE_ID}: " + ", ".join([
+            "active" if row.get("is_active") else "INACTIVE",
+            "hidden" if (row.get("meta") or {}).get("hidden") else "VISIBLE in the model list",
+            "readable by everyone" if _everyone_reads(row) else "NOT readable by everyone",
+        ]))
+
+
+def _push_function(owui: OpenWebUI, source: FunctionSource) -> str:
+    found = owui.function(source.function_id)
+    form = {"id": source.function_id, "name": source.name, "content": source.content,
+            "meta": {"description": source.description}}
+    if found is None:
+        owui.call("POST", "/api/v1/functions/create", json=form)
+        return "created"
+    if found.get("content") == source.content and found.get("name") == source.name:
+        return "code unchanged"
+    owui.call("POST", f"/api/v1/functions/id/{source.function_id}/update", json=form)
+    return "code updated"
+
+
+def _set_flag(owui: OpenWebUI, function_id: str, flag: str, wanted: bool) -> str:
+    """Flip `is_active` or `is_global` only when it differs from `wanted`."""
+    found = owui.function(function_id)
+    if found is None:
+        raise OpenWebUIError(f"function {function_id} disappeared while installing")
+    words = {"is_active": ("active", "inactive"), "is_global": ("global", "not global")}[flag]
+    word = words[0] if wanted else words[1]
+    if bool(found.get(flag)) == wanted:
+        return f"already {word}"
+    path = "toggle" if flag == "is_active" else "toggle/global"
+    flipped = owui.call("POST", f"/api/v1/functions/id/{function_id}/{path}")
+    if bool((flipped or {}).get(flag)) != wanted:
+        raise OpenWebUIError(f"Open WebUI did not make {function_id} {word}")
+    return f"made {word}"
+
+
+def _set_valves(owui: OpenWebUI, *, service_url: str, api_key: str) -> str:
+    stored = owui.valves(FILTER_ID)
+    # Open WebUI stores exactly the valves sent, so the others are sent back unchanged.
+    wanted = {**stored, "service_url": service_url, "api_key": api_key}
+    if wanted == stored:
+        return "valves unchanged"
+    owui.call("POST", f"/api/v1/functions/id/{FILTER_ID}/valves/update", json=wanted)
+    return "valves set (service_url, api_key)"
+
+
+def _attach_filter(owui: OpenWebUI, model_id: str, row: dict[str, Any] | None,
+                   available: dict[str, dict[str, Any]]) -> str:
+    if row is None:  # a provider model without a row: an override row carries the filter
+        owui.call("POST", "/api/v1/models/create", json={
+            "id": model_id, "base_model_id": None, "name": available[model_id].get("name")
+            or model_id, "meta": {"filterIds": [FILTER_ID]}, "params": {}})
+        return "filter attached (new model row)"
+    meta = dict(row.get("meta") or {})
+    filter_ids = list(meta.get("filterIds") or [])
+    if FILTER_ID in filter_ids:
+        return "filter already attached"
+    meta["filterIds"] = [*filter_ids, FILTER_ID]
+    owui.call("POST", "/api/v1/models/model/update", json=_model_form(row, meta))
+    return "filter attached"
+
+
+def _ensure_pipe_row(owui: OpenWebUI, row: dict[str, Any] | None, name: str) -> str:
+    """A hidden, active model row for the pipe that every user may read (COMMANDS §2.1)."""
+    if row is None:
+        owui.call("POST", "/api/v1/models/create", json={
+            "id": PIPE_ID, "base_model_id": None, "name": name, "meta": {"hidden": True},
+            "params": {}, "is_active": True, "access_grants": [EVERYONE_READS]})
+        return "created (hidden, readable by everyone)"
+    done: list[str] = []
+    meta = dict(row.get("meta") or {})
+    if not meta.get("hidden") or not row.get("is_active"):
+        form = {**_model_form(row, {**meta, "hidden": True}), "is_active": True}
+        owui.call("POST", "/api/v1/models/model/update", json=form)
+        done.append("hidden and active")
+    if not _everyone_reads(row):
+        grants = [_grant_form(g) for g in row.get("access_grants") or []]
+        owui.call("POST", "/api/v1/models/model/access/update",
+                  json={"id": PIPE_ID, "access_grants": [*grants, EVERYONE_READS]})
+        done.append("readable by everyone")
+    return "made " + " and ".join(done) if done else "already hidden and readable by everyone"
+
+
+def _model_form(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The update form for a model row with a new `meta` (is_active is left as it is)."""
+    return {"id": row["id"], "base_model_id": row.get("base_model_id"), "name": row["name"],
+            "meta": meta, "params": row.get("params") or {}}
+
+
+def _grant_form(grant: dict[str, Any]) -> dict[str, str]:
+    return {k: grant[k] for k in ("principal_type", "principal_id", "permission")}
+
+
+def _everyone_reads(row: dict[str, Any]) -> bool:
+    return any(_grant_form(g) == EVERYONE_READS for g in row.get("access_grants") or [])
+
+
+def _frontmatter(source: str) -> dict[str, str]:
+    """`key: value` lines of the opening docstring (lowercased keys)."""
+    lines = source.splitlines()
+    found: dict[str, str] = {}
+    if not lines or lines[0].strip() != '"""':
+        return found
+    for line in lines[1:]:
+        if '"""' in line:
+            break
+        match = _FRONTMATTER_LINE.match(line)
+        if match:
+            found[match.group(1).lower()] = match.group(2)
+    return found
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    if isinstance(detail, str) and detail:
+        return detail
+    return response.reason_phrase or "no detail"
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+Url = Annotated[str, typer.Option("--url", envvar="OPENWEBUI_URL",
+                                  help="Open WebUI's address.")]
+Token = Annotated[str | None, typer.Option(
+    "--token", envvar="OPENWEBUI_TOKEN",
+    help="An admin's JWT or sk-… API key (Settings → Account).")]
+Email = Annotated[str | None, typer.Option("--email", help="Admin e-mail, instead of --token.")]
+Password = Annotated[str | None, typer.Option("--password", envvar="OPENWEBUI_PASSWORD",
+                                              help="Admin password, with --email.")]
+FilterFile = Annotated[Path, typer.Option("--filter-file", help="The filter's source file.")]
+PipeFile = Annotated[Path, typer.Option("--pipe-file", help="The command pipe's source file.")]
+Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks.")]
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+@app.command("install")
+def install_command(
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    email: Email = None,
+    password: Password = None,
+    service_url: Annotated[str, typer.Option(
+        "--service-url", help="The memory service as Open WebUI reaches it.")] =
+        "http://127.0.0.1:8765",
+    api_key: Annotated[str | None, typer.Option(
+        "--api-key", help="The service's key (default: MEMORY_API_KEY or .state/api_key).")] = None,
+    make_global: Annotated[bool | None, typer.Option(
+        "--global/--no-global",
+        help="Run the filter for every model (default: yes, unless --model is given).")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", help="Attach the filter to this model (repeatable).")] = None,
+    filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
+    pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
+    verbose: Verbose = False,
+) -> None:
+    """Install or update the filter and the command pipe, switch them on, set the valves."""
+    model_ids = list(dict.fromkeys(model or []))
+    with _session(url, token, email, password, verbose) as owui:
+        key = api_key or _local_api_key()
+        if not key:
+            raise OpenWebUIError("no API key for the memory service: pass --api-key, set "
+                                 "MEMORY_API_KEY, or start the service once (it writes "
+                                 ".state/api_key)")
+        install(owui, filter_source=FunctionSource.read(FILTER_ID, filter_file),
+                pipe_source=FunctionSource.read(PIPE_ID, pipe_file),
+                service_url=service_url.rstrip("/"), api_key=key,
+                make_global=make_global if make_global is not None else not model_ids,
+                model_ids=model_ids)
+
+
+@app.command("uninstall")
+def uninstall_command(url: Url = DEFAULT_URL, token: Token = None, email: Email = None,
+                      password: Password = None, verbose: Verbose = False) -> None:
+    """Delete the filter, the command pipe and its model row; detach the filter from models."""
+    with _session(url, token, email, password, verbose) as owui:
+        uninstall(owui)
+
+
+@app.command("status")
+def status_command(url: Url = DEFAULT_URL, token: Token = None, email: Email = None,
+                   password: Password = None,
+                   filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
+                   pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
+                   verbose: Verbose = False) -> None:
+    """Show what is installed and active, and whether the installed code is current."""
+    with _session(url, token, email, password, verbose) as owui:
+        status(owui, sources={FILTER_ID: FunctionSource.read(FILTER_ID, filter_file),
+                              PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file)})
+
+
+@contextmanager
+def _session(url: str, token: str | None, email: str | None, password: str | None,
+             verbose: bool) -> Iterator[OpenWebUI]:
+    """An admin session for one command; its errors become one line on stderr and exit 1."""
+    try:
+        owui = OpenWebUI.connect(url, token=token, email=email, password=password)
+        try:
+            yield owui
+        finally:
+            owui.close()
+    except OpenWebUIError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        if verbose:
+            raise
+        raise typer.Exit(code=1) from exc
+
+
+def _local_api_key() -> str | None:
+    """The local service's key, if one is configured or was generated; never creates one."""
+    try:
+        settings = Settings()
+    except Exception:
+        return None
+    if settings.api_key is not None and settings.api_key.get_secret_value():
+        return settings.api_key.get_secret_value()
+    path = settings.state_dir / "api_key"
+    if not path.exists():
+        return None
+    return path.read_text(encoding="utf-8").strip() or None

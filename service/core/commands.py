@@ -1,0 +1,134 @@
+"""`/memory …` commands: parsing and the exact texts shown to the user (DESIGN §9).
+
+Pure: the flow in service/flows/commands.py runs a parsed command against storage and
+formats the answer with the helpers here. Texts are Markdown that renders to what it says:
+memory content is escaped so a `*` or a backtick in a memory shows as typed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from service.core.records import Bank, Memory
+
+PREFIXES = ("/memory", "/memories")
+MAX_COMMAND_CHARS = 4_000
+
+
+class CommandName(StrEnum):
+    """Every command `/memory` understands."""
+
+    HELP = "help"  #: what the commands are
+    LIST = "list"  #: memories this chat may see, newest first
+    SEARCH = "search"  #: memories matching a text
+    ADD = "add"  #: store a memory written by the user
+    EDIT = "edit"  #: change a memory's text
+    FORGET = "forget"  #: forget one memory, or all after a confirmation
+    ASSIGN_BANK = "assign_bank"  #: move a memory between the user's banks
+    BANKS = "banks"  #: the banks, their counts, and what this chat may do
+    PROFILE = "profile"  #: the core memories injected in every turn
+    WHY = "why"  #: what went into the last reply, with numbers
+    EXPORT = "export"  #: everything as JSON
+    PAUSE = "pause"  #: stop learning from chats
+    RESUME = "resume"  #: learn again
+
+
+_ALIASES = {"ls": CommandName.LIST, "find": CommandName.SEARCH, "remember": CommandName.ADD,
+            "delete": CommandName.FORGET, "remove": CommandName.FORGET, "rm": CommandName.FORGET,
+            "assign": CommandName.ASSIGN_BANK, "move": CommandName.ASSIGN_BANK,
+            "assign-bank": CommandName.ASSIGN_BANK, "?": CommandName.HELP}
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A parsed command."""
+
+    name: CommandName | None  #: None when the word after /memory is unknown
+    word: str  #: the word as typed
+    args: str  #: everything after the command word, stripped
+
+
+def is_command(text: str) -> bool:
+    """True when a user message is a `/memory` command (and nothing else)."""
+    head = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
+    return head in PREFIXES
+
+
+def parse(text: str) -> Command:
+    """Split `/memory <word> <args>`; a bare `/memory` is `help`."""
+    parts = text.strip().split(maxsplit=2)
+    if len(parts) < 2:
+        return Command(CommandName.HELP, "help", "")
+    word = parts[1].lower()
+    args = parts[2].strip() if len(parts) > 2 else ""
+    try:
+        name: CommandName | None = CommandName(word)
+    except ValueError:
+        name = _ALIASES.get(word)
+    return Command(name, word, args)
+
+
+_ID = re.compile(r"^#?(\d{1,18})$")
+
+
+def parse_id(token: str) -> int | None:
+    """A short id as typed (`42` or `#42`), or None."""
+    found = _ID.match(token.strip())
+    return int(found.group(1)) if found else None
+
+
+def split_bank_prefix(args: str) -> tuple[Bank | None, str]:
+    """`personal: text` → (Personal, "text"); no known bank before a colon → (None, args)."""
+    head, sep, rest = args.partition(":")
+    if sep and head.strip() and len(head) <= 30:
+        try:
+            return Bank.parse(head), rest.strip()
+        except ValueError:
+            pass
+    return None, args
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")
+
+
+def escape_markdown(text: str) -> str:
+    """Backslash-escape Markdown so the rendered text equals `text`."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def short_id(memory: Memory) -> str:
+    """`#<seq>`: the id users type."""
+    return f"#{memory.seq}"
+
+
+def memory_line(memory: Memory, *, extra: str = "") -> str:
+    """One bullet: id, bank, date and the escaped content."""
+    tail = f" — {extra}" if extra else ""
+    return (f"- `{short_id(memory)}` {memory.bank.title} · {memory.created_at:%Y-%m-%d} · "
+            f"{escape_markdown(memory.content)}{tail}")
+
+
+HELP_TEXT = """**Memory commands**
+
+- `/memory list [bank]` — what I remember that this chat may see
+- `/memory search <text>` — find memories
+- `/memory add [bank:] <text>` — remember something (banks: personal, interaction_patterns, project)
+- `/memory edit <id> <text>` — change a memory
+- `/memory forget <id>` — forget one memory everywhere
+- `/memory forget all` — forget everything (asks for a confirmation code)
+- `/memory assign_bank <id> <bank>` — move a memory to another bank
+- `/memory banks` — the banks and what this chat may read and write
+- `/memory profile` — the core memories sent with every message
+- `/memory why` — which memories went into the last reply, with their scores
+- `/memory export` — all your memories as JSON
+- `/memory pause` / `/memory resume` — stop or restart learning from your chats
+
+Ids are the numbers shown by `list`, e.g. `/memory forget 12`."""
+
+
+def unknown_command_text(word: str) -> str:
+    """Answer to an unknown command word."""
+    return (f"I don't know the memory command `{escape_markdown(word)}`. "
+            "Type `/memory help` to see the commands.")

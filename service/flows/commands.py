@@ -1,0 +1,290 @@
+"""Run a `/memory …` command for one chat and return the exact text to show (DESIGN §9).
+
+Every command sees only what the chat may see (DESIGN §3): in a shared chat the Personal
+bank is neither listed nor changed. No LLM is involved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from datetime import UTC, datetime
+
+from service.core import commands as text
+from service.core import privacy
+from service.core.commands import Command, CommandName
+from service.core.records import Bank, ChatContext, ChatKind, Memory, ReadScope, Scope, Status
+from service.errors import InvalidInput, MemoryNotFound
+from service.flows import memories as memory_flow
+from service.flows.runtime import Runtime
+from service.storage import memories, user_state
+
+LIST_LIMIT = 50
+SEARCH_LIMIT = 10
+_RRF_K = 60
+
+
+async def run_command(rt: Runtime, *, chat: ChatContext, command_text: str) -> tuple[str, str]:
+    """Execute a typed command.
+
+    Returns:
+        (command name or "unknown", Markdown text to show the user verbatim).
+    """
+    command = text.parse(command_text)
+    if command.name is None:
+        return "unknown", text.unknown_command_text(command.word)
+    scope = privacy.read_scope(chat)
+    if chat.kind in (ChatKind.API, ChatKind.AUTOMATED, ChatKind.TASK):
+        return command.name.value, "Memory commands work in chats only."
+    handler = _HANDLERS[command.name]
+    try:
+        answer = await handler(rt, chat, scope, command)
+    except InvalidInput as exc:
+        answer = f"That didn't work: {text.escape_markdown(str(exc))}."
+    return command.name.value, answer
+
+
+async def _help(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    return text.HELP_TEXT
+
+
+async def _list(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    bank = None
+    if command.args:
+        try:
+            bank = Bank.parse(command.args)
+        except ValueError as exc:
+            return f"{text.escape_markdown(str(exc))}."
+        scope = ReadScope(tuple(s for s in scope.scopes if s.bank is bank))
+    async with rt.db.unit_of_work() as session:
+        items, total = await memories.list_memories(session, scope=scope, limit=LIST_LIMIT,
+                                                    offset=0)
+    where = f" in {bank.title}" if bank else ""
+    if not items:
+        return f"I don't remember anything{where} that this chat may see.{_hidden_note(chat)}"
+    shown = f"{total}" if total <= len(items) else f"{len(items)} newest of {total}"
+    lines = "\n".join(text.memory_line(m) for m in items)
+    return f"**Memories{where}** ({shown}):\n\n{lines}{_hidden_note(chat)}"
+
+
+def _hidden_note(chat: ChatContext) -> str:
+    if chat.collaborative:
+        return "\n\nPersonal memories are never shown in a shared chat."
+    return ""
+
+
+async def _search(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    query = command.args
+    if not query:
+        return "What should I look for? Example: `/memory search bike`"
+    vector = await rt.encoder.encode_one(query)
+    async with rt.db.unit_of_work() as session:
+        semantic = await memories.search(session, scope=scope, query_vector=vector,
+                                         limit=SEARCH_LIMIT * 2)
+        keyword = await memories.keyword_search(session, scope=scope, text=query,
+                                                limit=SEARCH_LIMIT * 2)
+    fused: dict[int, tuple[float, Memory]] = {}
+    relevant = [c for c in semantic if c.similarity >= rt.settings.relevance_threshold]
+    for rank, cand in enumerate(relevant):
+        fused[cand.memory.seq] = (1 / (_RRF_K + rank + 1), cand.memory)
+    for rank, (memory, _) in enumerate(keyword):
+        score = fused.get(memory.seq, (0.0, memory))[0] + 1 / (_RRF_K + rank + 1)
+        fused[memory.seq] = (score, memory)
+    found = sorted(fused.values(), key=lambda pair: (-pair[0], pair[1].seq))[:SEARCH_LIMIT]
+    if not found:
+        return f"No memory matches “{text.escape_markdown(query)}”.{_hidden_note(chat)}"
+    lines = "\n".join(text.memory_line(m) for _, m in found)
+    return f"**Memories matching “{text.escape_markdown(query)}”** ({len(found)}):\n\n{lines}"
+
+
+def _writable_cell(chat: ChatContext, bank: Bank) -> Scope:
+    cell = privacy.write_scope(chat).scope_for(bank)
+    if cell is not None:
+        return cell
+    if chat.kind is ChatKind.TEMPORARY:
+        raise InvalidInput("a temporary chat never changes memories; use a normal chat")
+    if bank is Bank.PROJECT:
+        raise InvalidInput("Project Memory belongs to a folder; this chat is not in one")
+    raise InvalidInput(f"{bank.title} memories cannot be changed in a shared chat")
+
+
+async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    bank, content = text.split_bank_prefix(command.args)
+    if not content:
+        return "What should I remember? Example: `/memory add I keep bees`"
+    bank = bank or (Bank.INTERACTION if chat.collaborative else Bank.PERSONAL)
+    cell = _writable_cell(chat, bank)
+    memory = await memory_flow.add(rt, cell=cell, content=content, tags=(),
+                                   actor=f"user:{chat.user_id}", source_chat_id=chat.chat_id)
+    return f"Remembered in {bank.title}:\n\n{text.memory_line(memory)}"
+
+
+async def _find(rt: Runtime, scope: ReadScope, token: str,
+                statuses: tuple[Status, ...] = (Status.ACTIVE,)) -> Memory:
+    seq = text.parse_id(token)
+    if seq is None:
+        raise InvalidInput(f"“{token}” is not a memory id; ids are the numbers shown by list")
+    async with rt.db.unit_of_work() as session:
+        found = await memories.get_by_seq(session, scope=scope, seq=seq, statuses=statuses)
+    if found is None:
+        raise InvalidInput(f"there is no memory #{seq} that this chat may see")
+    return found
+
+
+async def _edit(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    token, _, content = command.args.partition(" ")
+    if not token or not content.strip():
+        return "Usage: `/memory edit <id> <new text>`"
+    found = await _find(rt, scope, token)
+    _writable_cell(chat, found.bank)
+    memory = await memory_flow.edit(rt, scope=scope, memory_id=found.id, content=content,
+                                    bank=None, tags=None, actor=f"user:{chat.user_id}")
+    return f"Changed:\n\n{text.memory_line(memory)}"
+
+
+async def _assign_bank(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    token, _, bank_text = command.args.partition(" ")
+    if not token or not bank_text.strip():
+        return "Usage: `/memory assign_bank <id> <bank>` (personal, interaction_patterns, project)"
+    try:
+        bank = Bank.parse(bank_text)
+    except ValueError as exc:
+        return f"{text.escape_markdown(str(exc))}."
+    found = await _find(rt, scope, token)
+    _writable_cell(chat, found.bank)
+    _writable_cell(chat, bank)
+    if (bank is Bank.PROJECT) != (found.bank is Bank.PROJECT):
+        raise InvalidInput("a memory cannot move between your own banks and a project's")
+    memory = await memory_flow.edit(rt, scope=scope, memory_id=found.id, content=None, bank=bank,
+                                    tags=None, actor=f"user:{chat.user_id}")
+    return f"Moved to {bank.title}:\n\n{text.memory_line(memory)}"
+
+
+def _confirmation_code(rt: Runtime, user_id: str, memory_ids: list[int]) -> str:
+    """Six hex digits that change whenever the set of memories changes."""
+    key = rt.settings.bearer_key().encode()
+    message = f"{user_id}:{','.join(map(str, memory_ids))}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:6]
+
+
+async def _forget(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    token, _, rest = command.args.partition(" ")
+    if not token:
+        return "Usage: `/memory forget <id>` or `/memory forget all`"
+    if token.lower() == "all":
+        return await _forget_all(rt, chat, code=rest.strip())
+    found = await _find(rt, scope, token,
+                        statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED))
+    try:
+        await memory_flow.forget(rt, scope=scope, memory_id=found.id,
+                                 actor=f"user:{chat.user_id}")
+    except MemoryNotFound as exc:  # forgotten meanwhile
+        raise InvalidInput(str(exc)) from exc
+    return f"Forgotten `{text.short_id(found)}` everywhere. Only a note without its content is kept."
+
+
+async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
+    if chat.collaborative:
+        raise InvalidInput("forget all works in a private chat only")
+    own = memory_flow.owned_scope(chat.user_id)
+    async with rt.db.unit_of_work() as session:
+        rows = await memories.export_rows(session, scope=own)
+    if not rows:
+        return "There is nothing to forget."
+    expected = _confirmation_code(rt, chat.user_id, [m.seq for m in rows])
+    if code != expected:
+        return (f"This forgets all {len(rows)} of your Personal and Interaction Patterns "
+                f"memories, for good. To confirm, type:\n\n`/memory forget all {expected}`")
+    for memory in rows:
+        try:
+            await memory_flow.forget(rt, scope=own, memory_id=memory.id,
+                                     actor=f"user:{chat.user_id}")
+        except MemoryNotFound:
+            continue  # part of an earlier memory's history, already forgotten
+    return f"Forgot all {len(rows)} memories. Project memories of shared folders were kept."
+
+
+async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    writable = privacy.write_scope(chat)
+    lines = []
+    async with rt.db.unit_of_work() as session:
+        for bank in Bank:
+            cells = ReadScope(tuple(s for s in scope.scopes if s.bank is bank))
+            count = await memories.count_active(session, scope=cells) if cells else 0
+            read = "read" if cells else "hidden here"
+            write = "write" if writable.scope_for(bank) else "no writing here"
+            lines.append(f"- **{bank.title}**: {count} memories — {read}, {write}")
+    return "**Memory banks** in this chat:\n\n" + "\n".join(lines) + _hidden_note(chat)
+
+
+async def _profile(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    async with rt.db.unit_of_work() as session:
+        core = await memories.core_memories(session, scope=scope,
+                                            limit=rt.settings.core_max_items)
+    if not core:
+        return "No core memories yet."
+    lines = "\n".join(text.memory_line(m) for m in core)
+    return f"**Core memories** (sent with every message in this chat):\n\n{lines}"
+
+
+async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    async with rt.db.unit_of_work() as session:
+        last = await user_state.last_injection(session, user_id=chat.user_id,
+                                               chat_id=chat.chat_id)
+        if last is None or not last[1]:
+            return "No memories went into the last reply."
+        at, items = last
+        lines = []
+        for item in items:
+            found = await memories.get_by_seq(
+                session, scope=scope, seq=int(item["seq"]),
+                statuses=(Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED))
+            numbers = f"similarity {item['similarity']:.2f}, score {item['score']:.2f}"
+            if found is None:
+                lines.append(f"- `#{item['seq']}` (forgotten or not visible here) — {numbers}")
+            else:
+                lines.append(text.memory_line(found, extra=numbers))
+    return (f"**Memories used for the last reply** ({at:%Y-%m-%d %H:%M} UTC):\n\n"
+            + "\n".join(lines))
+
+
+async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    async with rt.db.unit_of_work() as session:
+        rows = await memories.export_rows(session, scope=scope)
+    data = export_json(rows)
+    return (f"**Your memories** ({len(rows)}) as JSON:\n\n```json\n"
+            f"{json.dumps(data, ensure_ascii=False, indent=2)}\n```")
+
+
+def export_json(rows: list[Memory]) -> list[dict[str, object]]:
+    """Memories as plain JSON objects (the export format of the API and `/memory export`)."""
+    return [{"id": m.seq, "uuid": str(m.id), "bank": m.bank.value, "content": m.content,
+             "tags": list(m.tags), "confidence": m.confidence, "status": m.status.value,
+             "source": m.source_kind.value, "created_at": m.created_at.isoformat(),
+             "updated_at": m.updated_at.isoformat()} for m in rows]
+
+
+async def _pause(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    async with rt.db.unit_of_work() as session:
+        await user_state.set_paused(session, user_id=chat.user_id, paused=True,
+                                    at=datetime.now(UTC))
+    return ("Paused: I won't learn anything new from your chats until you type "
+            "`/memory resume`. What I already remember is still used.")
+
+
+async def _resume(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    async with rt.db.unit_of_work() as session:
+        await user_state.set_paused(session, user_id=chat.user_id, paused=False,
+                                    at=datetime.now(UTC))
+    return "Resumed: I learn from your chats again."
+
+
+_HANDLERS = {
+    CommandName.HELP: _help, CommandName.LIST: _list, CommandName.SEARCH: _search,
+    CommandName.ADD: _add, CommandName.EDIT: _edit, CommandName.FORGET: _forget,
+    CommandName.ASSIGN_BANK: _assign_bank, CommandName.BANKS: _banks,
+    CommandName.PROFILE: _profile, CommandName.WHY: _why, CommandName.EXPORT: _export,
+    CommandName.PAUSE: _pause, CommandName.RESUME: _resume,
+}
+

@@ -1,0 +1,53 @@
+"""Full-text matches: English stems, names and ids as written, other languages."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
+from service.storage import memories
+from service.storage.db import Database
+
+FACTS = ["User rides a cargo bike to work", "Jonas' Lieblingsgericht sind Käsespätzle 🧀",
+         "User's locker code id is ZX-9912", "User likes the running club"]
+
+
+@pytest.fixture
+async def db(database_url: str):  # type: ignore[no-untyped-def]
+    database = Database.connect(database_url)
+    async with database.unit_of_work() as session:
+        for fact in FACTS:
+            await memories.insert(session, owner_kind=OwnerKind.USER, owner_id="kw",
+                                  bank=Bank.PERSONAL, content=fact, tags=[], confidence=1.0,
+                                  source_kind=SourceKind.MANUAL, source_chat_id=None,
+                                  source_message_id=None, created_at=datetime.now(UTC),
+                                  embedding=None, embedding_model=None)
+    yield database
+    await database.dispose()
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("bike", [FACTS[0]]),
+    ("bikes", [FACTS[0]]),
+    ("Käsespätzle", [FACTS[1]]),
+    ("ZX-9912", [FACTS[2]]),
+    ("runs", [FACTS[3]]),
+    ("the a of", []),
+    ("", []),
+    ("'); DROP TABLE memories; --", []),
+])
+async def test_keyword_search_matches_words_stems_ids_and_other_languages(
+    db: Database, query: str, expected: list[str]
+) -> None:
+    scope = ReadScope((Scope(OwnerKind.USER, "kw", Bank.PERSONAL),))
+    async with db.unit_of_work() as session:
+        found = await memories.keyword_search(session, scope=scope, text=query, limit=5)
+    assert [m.content for m, _ in found] == expected
+
+
+async def test_keyword_search_stays_inside_the_scope(db: Database) -> None:
+    scope = ReadScope((Scope(OwnerKind.USER, "someone-else", Bank.PERSONAL),))
+    async with db.unit_of_work() as session:
+        assert await memories.keyword_search(session, scope=scope, text="bike", limit=5) == []
