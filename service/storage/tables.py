@@ -135,3 +135,18 @@ class InjectionRow(Base):
     chat_id: Mapped[str] = mapped_column(String(255), primary_key=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     items: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+
+
+class ProfileRow(Base):
+    """A core memories profile of one user, written from one view of their banks."""
+
+    __tablename__ = "profiles"
+
+    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    view: Mapped[str] = mapped_column(String(16), primary_key=True)
+    content: Mapped[str] = mapped_column(Text)
+    source_ids: Mapped[list[uuid.UUID]] = mapped_column(ARRAY(UUID(as_uuid=True)))
+    memories_version: Mapped[int] = mapped_column(BigInteger)
+    built_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_profiles_source_ids", "source_ids", postgresql_using="gin"),)
