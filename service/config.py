@@ -84,6 +84,9 @@ class Settings(BaseSettings):
         description="Default token budget of the injected memories (the filter valve wins).")
     max_injected: int = Field(default=20, alias="MEMORY_MAX_INJECTED", ge=0, le=200,
                               description="Most memories injected into one turn.")
+    llm_relevance: bool = Field(
+        default=False, alias="MEMORY_LLM_RELEVANCE",
+        description="Let the LLM judge memories in the 0.7–0.93 band (cached; adds latency).")
     core_max_items: int = Field(
         default=5, alias="MEMORY_CORE_ITEMS", ge=0, le=50,
         description="Core memories injected with every turn (at most a third of the budget).")

@@ -129,8 +129,7 @@ class OpenWebUI:
         # Any signed-in user may list functions; only an admin may list them with their owners.
         first = self.client.get("/api/v1/functions/")
         if first.status_code in (401, 403):
-            raise OpenWebUIError(f"Open WebUI refused the credentials ({first.status_code}: "
-                                 f"{_detail(first)})")
+            raise OpenWebUIError(f"Open WebUI refused the token: {_detail(first)}")
         second = self.client.get("/api/v1/functions/list")
         if second.status_code in (401, 403):
             raise OpenWebUIError("this account is not an admin of Open WebUI; functions can "

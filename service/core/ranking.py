@@ -1,8 +1,15 @@
-"""Ranking of retrieved memories: threshold, recency half-life, blend and token budget.
+"""Ranking of retrieved memories (DESIGN §6.2).
 
-DESIGN §6.2: candidates below the relevance threshold (0.7) are dropped; the rest are scored
-80 % relevance + 20 % recency, where recency halves every 60 days (a true half-life); the
-best are kept while they fit the token budget.
+1. Vector and full-text candidates are fused by reciprocal rank fusion (Cormack, Clarke and
+   Büttcher, SIGIR 2009: score = Σ w / (k + rank), k = 60).
+2. Relevance bands of the founding design (seeds/001): similarity ≥ 0.93 is accepted as is;
+   0.7–0.93 is accepted, or scored by the LLM when that tier is on; below 0.7 is dropped —
+   except full-text matches, which stay down to a lower floor because names, ids and rare
+   words are what embeddings miss.
+3. Score = 80 % relevance (the fused rank score, scaled to [0, 1]) + 20 % recency, where
+   recency halves every 60 days (a true half-life).
+4. Diversity by maximal marginal relevance (Carbonell and Goldstein, SIGIR 1998).
+5. The best are kept while they fit the token budget.
 """
 
 from __future__ import annotations
@@ -10,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+import numpy as np
 
 from service.core.records import Candidate, Memory, RankedMemory
 from service.core.tokens import estimate_tokens
@@ -20,10 +29,16 @@ class RankingParams:
     """Knobs of the read path; defaults from DESIGN §6 and §11 (seeds/001)."""
 
     relevance_threshold: float = 0.7  #: minimum similarity in [0, 1] to keep a candidate
+    accept_threshold: float = 0.93  #: similarity accepted without the LLM tier
+    keyword_floor: float = 0.6  #: minimum similarity of a full-text match (cosine 0.2)
     relevance_weight: float = 0.8  #: share of relevance in the blend; the rest is recency
     half_life_days: float = 60.0  #: days after which the recency weight is 0.5
     budget_tokens: int = 400  #: tokens the injected items may cost
     max_items: int = 20  #: hard cap on injected items
+    rrf_k: int = 60  #: RRF damping constant
+    semantic_weight: float = 1.0  #: weight of the vector ranking in RRF
+    keyword_weight: float = 1.0  #: weight of the full-text ranking in RRF
+    mmr_lambda: float = 0.8  #: 1 = pure relevance, 0 = pure diversity
 
 
 def recency_weight(*, created_at: datetime, now: datetime, half_life_days: float) -> float:
@@ -39,6 +54,112 @@ def recency_weight(*, created_at: datetime, now: datetime, half_life_days: float
 def blend(*, similarity: float, recency: float, relevance_weight: float) -> float:
     """Weighted mean of relevance and recency, in [0, 1]."""
     return relevance_weight * similarity + (1.0 - relevance_weight) * recency
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """A candidate after fusion: its RRF score scaled to [0, 1] and where it came from."""
+
+    candidate: Candidate  #: the memory with its similarity
+    relevance: float  #: RRF score / best possible RRF score, in [0, 1]
+    keyword: bool  #: found by full-text search
+
+
+def fuse(
+    semantic: Sequence[Candidate], keyword: Sequence[Candidate], *, params: RankingParams
+) -> list[Fused]:
+    """Reciprocal rank fusion of the vector and full-text rankings.
+
+    Args:
+        semantic: vector candidates, nearest first.
+        keyword: full-text candidates, best ts_rank first.
+
+    Returns:
+        One entry per memory, best fused score first (ties: earlier stored first).
+    """
+    best = (params.semantic_weight + params.keyword_weight) / (params.rrf_k + 1)
+    scores: dict[int, float] = {}
+    found: dict[int, Candidate] = {}
+    by_keyword: set[int] = set()
+    for weight, ranking, is_kw in ((params.semantic_weight, semantic, False),
+                                   (params.keyword_weight, keyword, True)):
+        for position, cand in enumerate(ranking):
+            seq = cand.memory.seq
+            scores[seq] = scores.get(seq, 0.0) + weight / (params.rrf_k + position + 1)
+            if seq not in found or (found[seq].vector is None and cand.vector is not None):
+                found[seq] = cand
+            if is_kw:
+                by_keyword.add(seq)
+    fused = [Fused(found[seq], min(score / best, 1.0) if best else 0.0, seq in by_keyword)
+             for seq, score in scores.items()]
+    fused.sort(key=lambda f: (-f.relevance, f.candidate.memory.seq))
+    return fused
+
+
+def passes_gate(item: Fused, *, params: RankingParams) -> bool:
+    """The relevance bands: keep ≥ threshold, or a full-text match ≥ the keyword floor."""
+    similarity = item.candidate.similarity
+    return similarity >= params.relevance_threshold or (
+        item.keyword and similarity >= params.keyword_floor)
+
+
+def needs_llm_score(item: Fused, *, params: RankingParams) -> bool:
+    """True in the middle band, where the optional LLM tier may judge relevance."""
+    return params.relevance_threshold <= item.candidate.similarity < params.accept_threshold
+
+
+def score_fused(
+    items: Iterable[Fused], *, now: datetime, params: RankingParams
+) -> list[RankedMemory]:
+    """Blend each item's fused relevance with recency; best first (ties: earlier stored)."""
+    ranked = [
+        RankedMemory(
+            memory=f.candidate.memory, similarity=f.candidate.similarity,
+            score=blend(similarity=f.relevance,
+                        recency=recency_weight(created_at=f.candidate.memory.created_at, now=now,
+                                               half_life_days=params.half_life_days),
+                        relevance_weight=params.relevance_weight),
+        )
+        for f in items
+    ]
+    ranked.sort(key=lambda r: (-r.score, r.memory.seq))
+    return ranked
+
+
+def diversify(
+    ranked: Sequence[RankedMemory], vectors: dict[int, np.ndarray], *, lambda_: float,
+    limit: int,
+) -> list[RankedMemory]:
+    """Maximal marginal relevance: pick `limit` items trading score against redundancy.
+
+    Each step takes argmax λ·score − (1 − λ)·max cosine to the items already picked.
+    Items without a vector count as unrelated to everything.
+
+    Args:
+        vectors: memory seq → (384,) float32, L2-normalized.
+        lambda_: 1 keeps the score order, 0 only avoids redundancy.
+    """
+    if lambda_ >= 1.0 or len(ranked) <= 1:
+        return list(ranked[:limit])
+    remaining = list(ranked)
+    picked: list[RankedMemory] = []
+    picked_vectors: list[np.ndarray] = []
+    while remaining and len(picked) < limit:
+        best_index, best_value = 0, -np.inf
+        for index, item in enumerate(remaining):
+            vector = vectors.get(item.memory.seq)
+            redundancy = 0.0
+            if vector is not None and picked_vectors:
+                redundancy = float(np.max(np.stack(picked_vectors) @ vector))
+            value = lambda_ * item.score - (1.0 - lambda_) * redundancy
+            if value > best_value:
+                best_index, best_value = index, value
+        chosen = remaining.pop(best_index)
+        picked.append(chosen)
+        vector = vectors.get(chosen.memory.seq)
+        if vector is not None:
+            picked_vectors.append(vector)
+    return picked
 
 
 def rank_candidates(

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 
 class Bank(StrEnum):
@@ -160,6 +161,7 @@ class Memory:
     updated_at: datetime  #: last change (UTC)
     last_used_at: datetime | None  #: last injection into a prompt
     superseded_by: uuid.UUID | None = None  #: newer version, when superseded
+    version: int = 1  #: bumped on every change; part of every cache key
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,8 @@ class Candidate:
     memory: Memory  #: the memory
     similarity: float  #: relevance in [0, 1]: 1 − cosine_distance / 2 (seeds/001)
     cosine: float  #: raw cosine similarity in [-1, 1]
+    vector: Any = None  #: (384,) float32 embedding when loaded, for diversity (MMR)
+    text_rank: float | None = None  #: full-text ts_rank when found by keywords
 
 
 @dataclass(frozen=True, slots=True)

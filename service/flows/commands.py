@@ -88,9 +88,9 @@ async def _search(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
     relevant = [c for c in semantic if c.similarity >= rt.settings.relevance_threshold]
     for rank, cand in enumerate(relevant):
         fused[cand.memory.seq] = (1 / (_RRF_K + rank + 1), cand.memory)
-    for rank, (memory, _) in enumerate(keyword):
-        score = fused.get(memory.seq, (0.0, memory))[0] + 1 / (_RRF_K + rank + 1)
-        fused[memory.seq] = (score, memory)
+    for rank, cand in enumerate(keyword):
+        score = fused.get(cand.memory.seq, (0.0, cand.memory))[0] + 1 / (_RRF_K + rank + 1)
+        fused[cand.memory.seq] = (score, cand.memory)
     found = sorted(fused.values(), key=lambda pair: (-pair[0], pair[1].seq))[:SEARCH_LIMIT]
     if not found:
         return f"No memory matches “{text.escape_markdown(query)}”.{_hidden_note(chat)}"

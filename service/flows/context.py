@@ -5,8 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import numpy as np
+
 from service.core import privacy, ranking
-from service.core.records import ChatContext, RankedMemory
+from service.core.records import ChatContext, RankedMemory, ReadScope
+from service.core.ranking import RankingParams
+from service.flows import relevance
 from service.flows.runtime import Runtime
 from service.storage import memories, user_state
 
@@ -19,6 +23,44 @@ class ContextResult:
     items: list[RankedMemory]  #: the injected memories, best first
     profile: str | None  #: the core memories profile, if any
     status: str  #: one line for the user
+
+
+async def retrieve(
+    rt: Runtime, *, scope: ReadScope, query: str, now: datetime, limit: int,
+    params: RankingParams | None = None, apply_gate: bool = False,
+    query_vector: np.ndarray | None = None,
+) -> list[RankedMemory]:
+    """The read path's ranking for one query, best first (DESIGN §6.2).
+
+    Vector candidates (exact, top `candidate_limit`) and full-text candidates are fused by
+    RRF, blended with recency and diversified by MMR. With `apply_gate` the relevance bands
+    (and the optional LLM tier) drop what is not relevant enough to inject; without it the
+    full ranking comes back (what the retrieval benchmark measures).
+
+    Args:
+        scope: cells the query may read; applied in SQL.
+        query: the user's message.
+        now: the time of the turn (tz-aware).
+        limit: most items returned.
+        query_vector: (384,) embedding of `query` if already computed.
+    """
+    params = params or rt.ranking_params()
+    if not scope or not query.strip():
+        return []
+    vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
+    pool = rt.settings.candidate_limit
+    async with rt.db.unit_of_work() as session:
+        semantic = await memories.search(session, scope=scope, query_vector=vector, limit=pool)
+        keyword = await memories.keyword_search(session, scope=scope, text=query, limit=pool,
+                                                query_vector=vector)
+    fused = ranking.fuse(semantic, keyword, params=params)
+    if apply_gate:
+        fused = [f for f in fused if ranking.passes_gate(f, params=params)]
+        fused = await relevance.apply_llm_tier(rt, query=query, items=fused, params=params)
+    scored = ranking.score_fused(fused, now=now, params=params)
+    vectors = {f.candidate.memory.seq: np.asarray(f.candidate.vector, dtype=np.float32)
+               for f in fused if f.candidate.vector is not None}
+    return ranking.diversify(scored, vectors, lambda_=params.mmr_lambda, limit=limit)
 
 
 async def build_context(
@@ -39,14 +81,12 @@ async def build_context(
                              else "nothing to look up")
     now = now or datetime.now(UTC)
     params = rt.ranking_params(budget_tokens)
-    query_vector = await rt.encoder.encode_one(message)
+    relevant = await retrieve(rt, scope=scope, query=message, now=now, limit=params.max_items,
+                              params=params, apply_gate=True)
     async with rt.db.unit_of_work() as session:
-        candidates = await memories.search(session, scope=scope, query_vector=query_vector,
-                                           limit=rt.settings.candidate_limit)
-        ranked = ranking.rank_candidates(candidates, now=now, params=params)
         core = await memories.core_memories(session, scope=scope,
                                             limit=rt.settings.core_max_items)
-        core_items, relevant = ranking.split_core(core, ranked, budget_tokens=params.budget_tokens)
+        core_items, relevant = ranking.split_core(core, relevant, budget_tokens=params.budget_tokens)
         chosen = ranking.fit_budget(
             relevant, budget_tokens=params.budget_tokens - ranking.cost(core_items),
             max_items=params.max_items)

@@ -173,4 +173,6 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         await audit.scrub(session, memory_ids=chain)
         await audit.record(session, memory_id=memory_id, owner_id=found.owner_id, actor=actor,
                            action="forget", reason="forgotten by the user")
+    for forgotten in chain:
+        rt.relevance_cache.forget(forgotten)
     return len(chain)

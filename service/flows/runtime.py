@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from service.config import Settings
 from service.core.ranking import RankingParams
 from service.embeddings.encoder import Encoder
 from service.llm.client import LLMClient
+from service.llm.relevance import RelevanceCache
 from service.storage.db import Database
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ class Runtime:
     encoder: Encoder
     llm: LLMClient
     jobs: procrastinate.App
+    relevance_cache: RelevanceCache = field(default_factory=RelevanceCache)
 
     def ranking_params(self, budget_tokens: int | None = None) -> RankingParams:
         s = self.settings

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy import (
@@ -58,6 +59,7 @@ def to_record(row: MemoryRow) -> Memory:
         updated_at=row.updated_at,
         last_used_at=row.last_used_at,
         superseded_by=row.superseded_by,
+        version=row.version,
     )
 
 
@@ -145,7 +147,8 @@ async def search(
     stmt = select(row_alias, inner.c.distance).order_by(inner.c.distance, inner.c.seq)
     result = await session.execute(stmt.limit(limit))
     return [
-        Candidate(memory=to_record(row), similarity=similarity_from_distance(d), cosine=1.0 - d)
+        Candidate(memory=to_record(row), similarity=similarity_from_distance(d), cosine=1.0 - d,
+                  vector=row.embedding)
         for row, d in result.all()
     ]
 
@@ -202,25 +205,40 @@ def or_query(text: str) -> TextClause:
 
 
 async def keyword_search(
-    session: AsyncSession, *, scope: ReadScope, text: str, limit: int
-) -> list[tuple[Memory, float]]:
+    session: AsyncSession, *, scope: ReadScope, text: str, limit: int,
+    query_vector: np.ndarray | None = None,
+) -> list[Candidate]:
     """Active memories in `scope` sharing words with `text`, best `ts_rank` first.
 
+    Args:
+        query_vector: (384,) float32; when given, each result also carries its similarity
+            to it (memories without a vector get similarity 0).
+
     Returns:
-        (memory, ts_rank) pairs; [] when `text` has no searchable word.
+        Candidates with `text_rank` set; [] when `text` has no searchable word.
     """
     if not scope or limit <= 0 or not text.strip():
         return []
     query = or_query(text)
     rank = func.ts_rank(MemoryRow.tsv, query).label("rank")
+    columns: list[Any] = [MemoryRow, rank]
+    if query_vector is not None:
+        columns.append(MemoryRow.embedding.cosine_distance(query_vector).label("distance"))
     stmt = (
-        select(MemoryRow, rank)
+        select(*columns)
         .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value,
                MemoryRow.tsv.op("@@")(query))
         .order_by(rank.desc(), MemoryRow.seq)
         .limit(limit)
     )
-    return [(to_record(row), float(r)) for row, r in (await session.execute(stmt)).all()]
+    found: list[Candidate] = []
+    for row in (await session.execute(stmt)).all():
+        distance = row[2] if query_vector is not None and row[2] is not None else 2.0
+        found.append(Candidate(memory=to_record(row[0]),
+                               similarity=similarity_from_distance(distance),
+                               cosine=1.0 - distance, vector=row[0].embedding,
+                               text_rank=float(row[1])))
+    return found
 
 
 async def export_rows(session: AsyncSession, *, scope: ReadScope) -> list[Memory]:

@@ -69,7 +69,9 @@ class MemoryRow(Base):
     version: Mapped[int] = mapped_column(Integer, server_default=text("1"))
     embedding: Mapped[Any] = mapped_column(Vector(EMBEDDING_DIM), nullable=True)
     embedding_model: Mapped[str | None] = mapped_column(String(255))
-    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True))
+    # deferred: only SQL reads it; never worth sending to the client
+    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True),
+                                     deferred=True)
 
     __table_args__ = (
         # Exact per-owner scans (no global HNSW: with pgvector 0.6 a filtered HNSW scan

@@ -44,7 +44,7 @@ async def test_keyword_search_matches_words_stems_ids_and_other_languages(
     scope = ReadScope((Scope(OwnerKind.USER, "kw", Bank.PERSONAL),))
     async with db.unit_of_work() as session:
         found = await memories.keyword_search(session, scope=scope, text=query, limit=5)
-    assert [m.content for m, _ in found] == expected
+    assert [c.memory.content for c in found] == expected
 
 
 async def test_keyword_search_stays_inside_the_scope(db: Database) -> None:

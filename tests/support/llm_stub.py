@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 import time
 import uuid
@@ -87,9 +88,8 @@ class LLMStub:
         """Bind 127.0.0.1 and serve in a daemon thread; returns self."""
         if self._server is not None:
             return self
-        server = ThreadingHTTPServer(("127.0.0.1", self._requested_port), _Handler)
-        server.daemon_threads = True
-        server.stub = self  # type: ignore[attr-defined]
+        server = _StubServer(("127.0.0.1", self._requested_port), _Handler)
+        server.stub = self
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -164,6 +164,17 @@ class LLMStub:
             if self._log_path is not None:
                 with self._log_path.open("a", encoding="utf-8") as log:
                     log.write(json.dumps(body, ensure_ascii=False) + "\n")
+
+
+class _StubServer(ThreadingHTTPServer):
+    daemon_threads = True
+    stub: LLMStub
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-answer (e.g. a killed service) is not an error here."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _count_words(value: Any) -> int:

@@ -1,0 +1,249 @@
+"""The end-to-end stack: a real Open WebUI 0.12.4, our memory service, two stub LLMs.
+
+Skipped unless `E2E_OPENWEBUI` is set; `make e2e` installs what it needs (tests/e2e/setup.sh)
+and sets it. One stack serves the whole session (Open WebUI takes ~30 s to start):
+
+- `model_stub`: the only model Open WebUI knows (`stub-model`); its request log is what the
+  model received.
+- `extraction_stub`: the memory service's LLM; answers every extraction with no facts, so
+  memories exist only where a test adds them.
+- the service: `python -m service serve` with its own embedded PostgreSQL in a temp dir.
+- Open WebUI: offline, fresh data dir, an admin from the environment, two ordinary users,
+  a public read row for `stub-model`, and our filter + pipe installed by our installer CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.harness import (
+    ARTIFACTS,
+    CHROMIUM,
+    OPEN_WEBUI_BIN,
+    PLAYWRIGHT_PYTHON,
+    REPO,
+    Account,
+    ManagedProcess,
+    OpenWebUIClient,
+    RequestLog,
+    free_port,
+)
+from tests.support.extraction_replies import by_message
+from tests.support.llm_stub import MODEL_ID, LLMStub
+
+E2E_DIR = Path(__file__).resolve().parent
+ADMIN_EMAIL, ADMIN_PASSWORD = "admin@example.com", "adminpass123"
+USER_PASSWORD = "userpass123"
+EXTRACTION_MODEL = "extraction-model"
+SERVICE_START_TIMEOUT_S = 180
+OPEN_WEBUI_START_TIMEOUT_S = 240
+INSTALLER_TIMEOUT_S = 120
+#: seconds of each setup step, printed at the end of the run
+TIMINGS: dict[str, float] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("E2E_OPENWEBUI"):
+        return
+    skip = pytest.mark.skip(reason="drives a real Open WebUI: run `make e2e`")
+    for item in items:
+        if E2E_DIR in item.path.parents:
+            item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if TIMINGS:
+        terminalreporter.write_line(
+            "e2e timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in TIMINGS.items()))
+
+
+@dataclass
+class Stack:
+    """Everything a test needs to drive the running stack."""
+
+    base_url: str  #: Open WebUI, `http://127.0.0.1:<port>`
+    admin: Account
+    users: dict[str, Account]  #: "a" and "b", ordinary users
+    service_url: str  #: our memory service
+    service_key: str
+    service: httpx.Client  #: the service's API with the bearer key set
+    model_stub: LLMStub
+    extraction_stub: LLMStub
+    installer_output: str  #: what the installer printed on its first run
+    clients: dict[str, OpenWebUIClient] = field(default_factory=dict)
+
+    @property
+    def model_log(self) -> RequestLog:
+        return RequestLog(lambda: self.model_stub.requests)
+
+    def client(self, who: str) -> OpenWebUIClient:
+        """REST client of "admin", "a" or "b" (tokens are reused: sign-in is rate limited)."""
+        if who not in self.clients:
+            account = self.admin if who == "admin" else self.users[who]
+            self.clients[who] = OpenWebUIClient(self.base_url, account)
+        return self.clients[who]
+
+    def run_installer(self, *args: str, token: str | None = None,
+                      command: str = "install") -> subprocess.CompletedProcess[str]:
+        """`python -m service openwebui <command>` against this Open WebUI, as the admin."""
+        argv = [sys.executable, "-m", "service", "openwebui", command,
+                "--url", self.base_url, "--token", token or self.admin.token]
+        if command == "install":
+            argv += ["--service-url", self.service_url, "--api-key", self.service_key]
+        return subprocess.run([*argv, *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=INSTALLER_TIMEOUT_S, check=False)
+
+    def forget_memories(self, user_id: str) -> None:
+        """Delete every memory of a user through the service's API."""
+        while True:
+            page = self.service.get(f"/v1/users/{user_id}/memories",
+                                    params={"limit": 200}).json()
+            if not page["items"]:
+                return
+            for memory in page["items"]:
+                answer = self.service.delete(f"/v1/users/{user_id}/memories/{memory['id']}")
+                assert answer.status_code == 204, answer.text
+
+    def add_memory(self, user_id: str, content: str, bank: str = "personal") -> dict[str, Any]:
+        answer = self.service.post(f"/v1/users/{user_id}/memories",
+                                   json={"content": content, "bank": bank})
+        assert answer.status_code == 201, answer.text
+        memory: dict[str, Any] = answer.json()
+        return memory
+
+
+def _require_installed() -> None:
+    missing = [str(p) for p in (OPEN_WEBUI_BIN, PLAYWRIGHT_PYTHON, CHROMIUM) if not p.exists()]
+    if missing:
+        pytest.fail(f"missing {', '.join(missing)}: run `bash tests/e2e/setup.sh` (make e2e)")
+
+
+def _open_webui_env(data_dir: Path, stub_url: str) -> dict[str, str]:
+    """Offline, headless settings (E2E.md §3); they apply because the data dir is fresh."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.update({
+        "DATA_DIR": str(data_dir),
+        "WEBUI_SECRET_KEY": secrets.token_hex(16),
+        "WEBUI_ADMIN_EMAIL": ADMIN_EMAIL, "WEBUI_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "WEBUI_ADMIN_NAME": "Admin",
+        "OFFLINE_MODE": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+        "ENABLE_OLLAMA_API": "false", "ENABLE_OPENAI_API": "true",
+        "OPENAI_API_BASE_URL": stub_url, "OPENAI_API_KEY": "x",
+        "RAG_EMBEDDING_ENGINE": "openai", "RAG_OPENAI_API_BASE_URL": stub_url,
+        "RAG_OPENAI_API_KEY": "x",
+        "DEFAULT_MODELS": MODEL_ID,
+        "ENABLE_VERSION_UPDATE_CHECK": "false",
+        "ENABLE_PIP_INSTALL_FRONTMATTER_REQUIREMENTS": "false",
+        "ENABLE_TITLE_GENERATION": "false", "ENABLE_TAGS_GENERATION": "false",
+        "ENABLE_FOLLOW_UP_GENERATION": "false", "ENABLE_AUTOCOMPLETE_GENERATION": "false",
+        "ANONYMIZED_TELEMETRY": "false", "SCARF_NO_ANALYTICS": "true", "DO_NOT_TRACK": "true",
+    })
+    return env
+
+
+def _service_env(state_dir: Path, port: int, key: str, llm_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MEMORY_", "LLM_", "EMBEDDING_")) and k != "DATABASE_URL"}
+    env.update({
+        "MEMORY_STATE_DIR": str(state_dir), "MEMORY_HOST": "127.0.0.1",
+        "MEMORY_PORT": str(port), "MEMORY_API_KEY": key,
+        "LLM_BASE_URL": llm_url, "LLM_MODEL": EXTRACTION_MODEL,
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+    })
+    return env
+
+
+def _sign_in(base_url: str, email: str, password: str) -> Account:
+    answer = httpx.post(f"{base_url}/api/v1/auths/signin", trust_env=False, timeout=30,
+                        json={"email": email, "password": password})
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    return Account(data["id"], email, password, data["name"], data["role"], data["token"])
+
+
+def _add_user(admin: OpenWebUIClient, name: str, email: str) -> Account:
+    data = admin.call("POST", "/api/v1/auths/add", json={
+        "name": name, "email": email, "password": USER_PASSWORD, "role": "user"})
+    assert data["role"] == "user", data
+    return Account(data["id"], email, USER_PASSWORD, name, "user", data["token"])
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    _require_installed()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as cleanup:
+        model_stub = LLMStub(log_path=ARTIFACTS / "model-requests.jsonl").start()
+        cleanup.callback(model_stub.stop)
+        (ARTIFACTS / "model-requests.jsonl").write_text("", encoding="utf-8")
+        extraction_stub = LLMStub(by_message({})).start()
+        cleanup.callback(extraction_stub.stop)
+
+        service_port, owui_port = free_port(), free_port()
+        service_key = secrets.token_urlsafe(24)
+        service_url = f"http://127.0.0.1:{service_port}"
+        base_url = f"http://127.0.0.1:{owui_port}"
+        work_dir = tmp_path_factory.mktemp("owui-work")
+
+        started = time.monotonic()
+        service = ManagedProcess.start(
+            "memory service", [sys.executable, "-m", "service", "serve"],
+            env=_service_env(tmp_path_factory.mktemp("memory-state"), service_port,
+                             service_key, extraction_stub.base_url),
+            cwd=REPO, log_path=ARTIFACTS / "memory-service.log")
+        cleanup.callback(service.stop)
+        owui = ManagedProcess.start(
+            "open-webui",
+            [str(OPEN_WEBUI_BIN), "serve", "--host", "127.0.0.1", "--port", str(owui_port)],
+            env=_open_webui_env(tmp_path_factory.mktemp("owui-data"), model_stub.base_url),
+            cwd=work_dir, log_path=ARTIFACTS / "open-webui.log")
+        cleanup.callback(owui.stop)
+        # Both start at once; each wait is bounded and fails with the process's last output.
+        service.wait_http(f"{service_url}/readyz", timeout_s=SERVICE_START_TIMEOUT_S)
+        TIMINGS["service ready"] = time.monotonic() - started
+        owui.wait_http(f"{base_url}/health", timeout_s=OPEN_WEBUI_START_TIMEOUT_S)
+        TIMINGS["open-webui ready"] = time.monotonic() - started
+
+        admin = _sign_in(base_url, ADMIN_EMAIL, ADMIN_PASSWORD)
+        admin_client = OpenWebUIClient(base_url, admin)
+        users = {"a": _add_user(admin_client, "Alice", "alice@example.com"),
+                 "b": _add_user(admin_client, "Bob", "bob@example.com")}
+        # Ordinary users may only use models that have a row granting them read access.
+        admin_client.call("GET", "/api/models", params={"refresh": "true"})
+        admin_client.call("POST", "/api/v1/models/create", json={
+            "id": MODEL_ID, "base_model_id": None, "name": MODEL_ID, "meta": {}, "params": {},
+            "is_active": True, "access_grants": [
+                {"principal_type": "user", "principal_id": "*", "permission": "read"}]})
+        # The admin's first browser visit would open a blocking "What's New" dialog.
+        admin_client.call("POST", "/api/v1/users/user/settings/update",
+                          json={"ui": {"showChangelog": False}})
+
+        service_client = httpx.Client(base_url=service_url, timeout=30, trust_env=False,
+                                      headers={"Authorization": f"Bearer {service_key}"})
+        cleanup.callback(service_client.close)
+        result = Stack(base_url, admin, users, service_url, service_key, service_client,
+                       model_stub, extraction_stub, installer_output="")
+        result.clients["admin"] = admin_client
+        cleanup.callback(lambda: [c.close() for c in result.clients.values()])
+
+        installing = time.monotonic()
+        installed = result.run_installer()
+        TIMINGS["installer"] = time.monotonic() - installing
+        assert installed.returncode == 0, installed.stderr + installed.stdout
+        result.installer_output = installed.stdout
+        TIMINGS["stack ready"] = time.monotonic() - started
+        (ARTIFACTS / "timings.json").write_text(json.dumps(TIMINGS, indent=2), encoding="utf-8")
+        yield result
