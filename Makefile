@@ -36,3 +36,7 @@ bench: replay ## benchmarks (results in bench/results/)
 
 clean: ## remove the virtual environment and local state
 	rm -rf $(VENV) .state
+
+.PHONY: e2e
+e2e: $(STAMP) ## end-to-end tests against a real Open WebUI 0.12.4 (installs into .e2e/ once)
+	bash tests/e2e/setup.sh && E2E_OPENWEBUI=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests/e2e -m e2e

@@ -24,11 +24,12 @@ Retrievers, all over the same texts and the same vectors (each text is embedded 
 - **dense**: exact cosine top-k with all-MiniLM-L6-v2 — what Open WebUI memory plugins do.
 - **ours**: the service's read path. The memories are inserted with
   `service.storage.memories.insert` into a migrated embedded PostgreSQL (one owner per pool,
-  bank personal), and each question is ranked by `service.flows.context.retrieve` — or, while
+  bank personal), and each question is ranked by `service.flows.context.retrieve` — or, where
   that function does not exist, by an adapter doing what the inlet did before it: exact vector
-  search of 50 candidates, then `service.core.ranking.rank_candidates`. It runs twice: with
-  the service's default settings, and with the relevance threshold at 0 (so a full top 50 comes
-  back and only the ranking is measured).
+  search of 50 candidates, then `service.core.ranking.rank_candidates` with threshold 0. It is
+  measured as a full ranking (`ours`) and, where `retrieve` takes `apply_gate`, also after the
+  relevance bands (`ours_gated`: what the inlet may inject before the token budget).
+  `--ablations` adds runs with one ranking knob off at a time (`service_variants`).
 
 Ties are broken by insertion order everywhere. Results: `bench/results/locomo_retrieval.json`,
 `.md` and `.png` (Recall@10 per category and retriever).
@@ -40,6 +41,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -304,17 +306,51 @@ def retrieval_function() -> tuple[Callable[..., Any], str]:
     return _adapter_retrieve, "adapter: storage.memories.search + core.ranking.rank_candidates"
 
 
-async def _adapter_retrieve(rt: Any, *, scope: Any, query: str, now: datetime,
-                            limit: int) -> list[Any]:
-    """The inlet's ranking before `retrieve` existed: exact vector top-`limit`, then the blend."""
+async def _adapter_retrieve(rt: Any, *, scope: Any, query: str, now: datetime, limit: int,
+                            params: Any = None, apply_gate: bool = False,
+                            query_vector: np.ndarray | None = None) -> list[Any]:
+    """The inlet's ranking before `retrieve` existed: exact vector top-`limit`, then the blend.
+
+    Without `apply_gate` the relevance threshold is 0, so a full top `limit` comes back.
+    """
     from service.core import ranking
     from service.storage import memories
 
-    vector = await rt.encoder.encode_one(query)
+    params = params or rt.ranking_params()
+    if not apply_gate:
+        params = dataclasses.replace(params, relevance_threshold=0.0)
+    vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
     async with rt.db.unit_of_work() as session:
         candidates = await memories.search(session, scope=scope, query_vector=vector,
                                            limit=limit)
-    return ranking.rank_candidates(candidates, now=now, params=rt.ranking_params())[:limit]
+    return ranking.rank_candidates(candidates, now=now, params=params)[:limit]
+
+
+def service_variants(rt: Any, retrieve: Callable[..., Any], *,
+                     ablations: bool) -> dict[str, dict[str, Any]]:
+    """Keyword arguments of `retrieve` for each measured variant of our read path.
+
+    - ours: the full ranking (no relevance gate), what the protocol's top 50 asks for;
+    - ours_gated: only what passes the relevance bands, i.e. what the inlet may inject;
+    - with `ablations`, one ranking knob switched off at a time: MMR (λ = 1), recency
+      (relevance weight 1), the full-text branch (its RRF weight 0).
+    Variants whose knob `retrieve` does not take are left out.
+    """
+    accepted = set(inspect.signature(retrieve).parameters)
+    variants: dict[str, dict[str, Any]] = {"ours": {}}
+    if "apply_gate" in accepted:
+        variants["ours"] = {"apply_gate": False}
+        variants["ours_gated"] = {"apply_gate": True}
+    if ablations and "params" in accepted:
+        base = rt.ranking_params()
+        knobs = {"ours_no_mmr": {"mmr_lambda": 1.0},
+                 "ours_no_recency": {"relevance_weight": 1.0},
+                 "ours_no_fulltext": {"keyword_weight": 0.0}}
+        for name, change in knobs.items():
+            if all(hasattr(base, knob) for knob in change):
+                variants[name] = variants["ours"] | {
+                    "params": dataclasses.replace(base, **change)}
+    return variants
 
 
 async def insert_pool(rt: Any, pool: Pool) -> float:
@@ -411,7 +447,8 @@ def _report(record: RunRecord, pools: Sequence[Pool], load: tuple[float, float])
     }
 
 
-async def run_benchmark(data: Path, conversations: Sequence[int] | None) -> dict[str, Any]:
+async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
+                        ablations: bool = False) -> dict[str, Any]:
     """The whole benchmark; returns the JSON document."""
     _scrubbed_environment()
     from service.embeddings.encoder import Encoder
@@ -440,8 +477,8 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None) -> dict
         for pool in pools:
             pool.vectors = vectors[offset:offset + len(pool.texts)]
             offset += len(pool.texts)
-    # Questions last, so they are the newest entries of the encoder's LRU cache: the service's
-    # read path then finds each query vector cached and its latency excludes the model.
+    # Questions are embedded once and handed to `retrieve` as `query_vector`; embedded last,
+    # they are also the newest entries of the encoder's cache should `retrieve` embed again.
     all_questions = [q.question for qs in questions.values() for q in qs]
     question_vectors = dict(zip(all_questions, encoder.encode_sync(all_questions), strict=True))
     single_ms = []
@@ -476,12 +513,13 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None) -> dict
                     "ingest_memories_per_s": round(len(texts) / (embed_s + insert_s), 1),
                     "query_embedding_single": _percentiles(single_ms) | {"n": len(single_ms)},
                 }
-                no_threshold = dataclasses.replace(
-                    rt, settings=rt.settings.model_copy(update={"relevance_threshold": 0.0}))
+                variants = service_variants(rt, retrieve, ablations=ablations)
+                results["setup"]["ours_variants"] = {
+                    name: {k: (repr(v) if k == "params" else v) for k, v in kwargs.items()}
+                    for name, kwargs in variants.items()}
                 for kind, pools in corpora.items():
                     results[kind] = await _run_corpus(
-                        pools, questions, question_vectors, retrieve,
-                        {"ours": rt, "ours_no_threshold": no_threshold}, kind)
+                        pools, questions, question_vectors, retrieve, rt, variants, kind)
                 hits, misses = getattr(encoder, "hits", None), getattr(encoder, "misses", None)
                 results["setup"]["encoder_cache_hits_misses"] = [hits, misses]
         finally:
@@ -499,8 +537,8 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None) -> dict
 
 async def _run_corpus(
     pools: Sequence[Pool], questions: Mapping[str, Sequence[QAItem]],
-    question_vectors: Mapping[str, np.ndarray], retrieve: Callable[..., Any],
-    runtimes: Mapping[str, Any], kind: str,
+    question_vectors: Mapping[str, np.ndarray], retrieve: Callable[..., Any], rt: Any,
+    variants: Mapping[str, Mapping[str, Any]], kind: str,
 ) -> dict[str, Any]:
     """Every retriever over one corpus."""
 
@@ -510,16 +548,21 @@ async def _run_corpus(
     async def dense(pool: Pool, q: QAItem) -> list[int]:
         return pool.dense_top(question_vectors[q.question], TOP_K)
 
-    def service(rt: Any) -> Callable[[Pool, QAItem], Any]:
+    takes_vector = "query_vector" in inspect.signature(retrieve).parameters
+
+    def service(kwargs: Mapping[str, Any]) -> Callable[[Pool, QAItem], Any]:
         async def search(pool: Pool, q: QAItem) -> list[int]:
+            extra = dict(kwargs)
+            if takes_vector:
+                extra["query_vector"] = question_vectors[q.question]
             ranked = await retrieve(rt, scope=read_scope(pool.owner_id), query=q.question,
-                                    now=pool.now, limit=TOP_K)
+                                    now=pool.now, limit=TOP_K, **extra)
             return [pool.by_memory_id[r.memory.id] for r in ranked[:TOP_K]]
         return search
 
     for pool in pools:  # build the BM25 indexes outside the timed searches
         pool.bm25_top("warm", 1)
-    searches = {"bm25": bm25, "dense": dense} | {name: service(rt) for name, rt in runtimes.items()}
+    searches = {"bm25": bm25, "dense": dense} | {name: service(kwargs) for name, kwargs in variants.items()}
     out: dict[str, Any] = {}
     for name, search in searches.items():
         _progress(f"{kind}: {name}")
@@ -534,8 +577,11 @@ async def _run_corpus(
 RETRIEVER_LABELS = {
     "bm25": "BM25 (rank-bm25 Okapi)",
     "dense": "dense cosine (all-MiniLM-L6-v2)",
-    "ours": "ours (service read path, default settings)",
-    "ours_no_threshold": "ours, relevance threshold 0",
+    "ours": "**ours** (service read path)",
+    "ours_gated": "ours, after the relevance gate",
+    "ours_no_mmr": "ours without MMR",
+    "ours_no_recency": "ours without recency",
+    "ours_no_fulltext": "ours without full text",
 }
 _METRIC_COLUMNS = [*(f"recall@{k}" for k in KS), "hit@10", "ndcg@10", "mrr"]
 
@@ -596,7 +642,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"{setup['insert_rows_per_s']:.0f} rows/s; together "
         f"{setup['ingest_memories_per_s']:.0f} memories/s.",
         f"- Search latency excludes embedding the question (each question is embedded once and "
-        f"reused; the service finds it in its encoder cache). Embedding one question costs "
+        f"its vector reused by every retriever). Embedding one question costs "
         f"p50 {single['p50_ms']:.1f} / p95 {single['p95_ms']:.1f} ms on its own "
         f"(n = {single['n']}).",
         "- BM25 and dense run in this process over numpy arrays; ours runs SQL against the "
@@ -617,6 +663,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="locomo10.json (default: ../shared/data/locomo/locomo10.json)")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR,
                         help="where locomo_retrieval.{json,md,png} go (default: bench/results)")
+    parser.add_argument("--ablations", action="store_true",
+                        help="also run ours with MMR, recency and full text switched off in turn")
     parser.add_argument("--conversations", type=lambda s: [int(x) for x in s.split(",")],
                         default=None, help="comma-separated conversation indices (default: all)")
     return parser.parse_args(argv)
@@ -625,7 +673,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and write JSON, Markdown and PNG; prints the Markdown."""
     args = _parse_args(argv)
-    results = asyncio.run(run_benchmark(args.data, args.conversations))
+    results = asyncio.run(run_benchmark(args.data, args.conversations,
+                                        ablations=args.ablations))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     base = args.out_dir / "locomo_retrieval"
     base.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -633,7 +682,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     base.with_suffix(".md").write_text(markdown, encoding="utf-8")
     from bench.plots import plot_retrieval
 
-    plot_retrieval(results, base.with_suffix(".png"), labels=RETRIEVER_LABELS)
+    plot_retrieval(results, base.with_suffix(".png"), labels=RETRIEVER_LABELS,
+                   names=("bm25", "dense", "ours", "ours_gated"))
     print(markdown)  # noqa: T201
     return 0
 

@@ -7,7 +7,7 @@ count from the document written by `bench.latency_scale`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,15 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_retrieval(results: Mapping[str, Any], path: Path, *, labels: Mapping[str, str]) -> None:
+def plot_retrieval(results: Mapping[str, Any], path: Path, *, labels: Mapping[str, str],
+                   names: Sequence[str] | None = None) -> None:
     """Grouped bars of Recall@10 (%) per category and overall, one panel per corpus.
 
     Args:
         results: `bench.locomo_retrieval` document ({"turns": {retriever: report}, ...}).
         path: the PNG to write (150 dpi).
-        labels: retriever key → legend text.
+        labels: retriever key → legend text (Markdown emphasis is dropped).
+        names: the retrievers to draw, in order (default: all in the document).
     """
     plt = _pyplot()
     groups = [*_CATEGORIES, ("overall", "overall")]
@@ -39,19 +41,19 @@ def plot_retrieval(results: Mapping[str, Any], path: Path, *, labels: Mapping[st
     fig, axes = plt.subplots(1, len(corpora), figsize=(7 * len(corpora), 4.6), squeeze=False)
     for ax, kind in zip(axes[0], corpora, strict=True):
         block = results[kind]
-        names = list(block)
-        width = 0.8 / len(names)
-        for offset, name in enumerate(names):
+        drawn = [n for n in (names or block) if n in block]
+        width = 0.8 / len(drawn)
+        for offset, name in enumerate(drawn):
             report = block[name]
             values = [report["overall"]["recall@10"] if key == "overall"
                       else report["by_category"][key]["recall@10"] for key, _ in groups]
-            xs = [i + (offset - (len(names) - 1) / 2) * width for i in range(len(groups))]
-            bars = ax.bar(xs, values, width, label=labels.get(name, name))
+            xs = [i + (offset - (len(drawn) - 1) / 2) * width for i in range(len(groups))]
+            bars = ax.bar(xs, values, width, label=labels.get(name, name).replace("**", ""))
             ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
         ax.set_xticks(range(len(groups)), [label for _, label in groups])
         ax.set_ylim(0, 100)
         ax.set_ylabel("Recall@10 (%)")
-        ax.set_title(f"LoCoMo, memories = {kind} (n = {block[names[0]]['overall']['n']})")
+        ax.set_title(f"LoCoMo, memories = {kind} (n = {block[drawn[0]]['overall']['n']})")
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()

@@ -3,7 +3,7 @@ title: Memory Commands
 author: Memory Banks contributors
 version: 0.1.0
 required_open_webui_version: 0.12.0
-description: Companion of the Memory Banks filter. Shows the exact answer to a /memory command typed in a chat; the filter routes those turns here, so no model is asked.
+description: Shows the exact answers to /memory commands; companion of the Memory Banks filter.
 license: MIT
 """
 
@@ -23,10 +23,10 @@ class Pipe:
 
     async def pipe(
         self,
-        body: dict[str, Any],
-        __user__: dict[str, Any] | None = None,
+        body: dict[str, Any],  # noqa: ARG002 - the reply never depends on the messages
+        __user__: dict[str, Any] | None = None,  # noqa: ARG002
         __metadata__: dict[str, Any] | None = None,
-        __event_emitter__: Any = None,
+        __event_emitter__: Any = None,  # noqa: ARG002
     ) -> str:
         """The reply the filter stored in `__metadata__["memory_command"]["text"]`, unchanged.
 

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     llm_relevance: bool = Field(
         default=False, alias="MEMORY_LLM_RELEVANCE",
         description="Let the LLM judge memories in the 0.7–0.93 band (cached; adds latency).")
+    profile_refresh_hours: float = Field(
+        default=24.0, alias="MEMORY_PROFILE_REFRESH_HOURS", gt=0,
+        description="A user returning after this long gets their core profile rewritten.")
     core_max_items: int = Field(
         default=5, alias="MEMORY_CORE_ITEMS", ge=0, le=50,
         description="Core memories injected with every turn (at most a third of the budget).")
@@ -148,6 +151,49 @@ class Settings(BaseSettings):
                 f"MEMORY_HOST={self.host} is reachable from other machines; "
                 "set MEMORY_API_KEY before binding beyond loopback."
             )
+
+    # --- consolidation (DESIGN §8) -------------------------------------------------------
+    consolidation_age_days: float = Field(
+        default=7.0, alias="MEMORY_CONSOLIDATION_AGE_DAYS", ge=0,
+        description="The daily summarizer merges only memories stated at least this many days ago.")
+    consolidation_strategy: str = Field(
+        default="hybrid", alias="MEMORY_CONSOLIDATION_STRATEGY",
+        pattern="^(embeddings|tags|hybrid)$",
+        description="How memories are clustered: embeddings (greedy cosine), tags, or hybrid "
+                    "(cosine, closer by 0.1 when a tag is shared).")
+    consolidation_cosine: float = Field(
+        default=0.6, alias="MEMORY_CONSOLIDATION_COSINE", ge=0, le=1,
+        description="Minimum cosine of a memory to its cluster's centroid.")
+    consolidation_duplicate_cosine: float = Field(
+        default=0.85, alias="MEMORY_CONSOLIDATION_DUPLICATE_COSINE", ge=0, le=1,
+        description="Two memories this close (cosine) merge even without a third.")
+    consolidation_min_cluster: int = Field(
+        default=3, alias="MEMORY_CONSOLIDATION_MIN_CLUSTER", ge=2, le=50,
+        description="Fewest distinct memories merged into one summary.")
+    consolidation_max_cluster: int = Field(
+        default=6, alias="MEMORY_CONSOLIDATION_MAX_CLUSTER", ge=2, le=50,
+        description="Most memories merged into one summary.")
+    consolidation_summary_max_chars: int = Field(
+        default=600, alias="MEMORY_SUMMARY_MAX_CHARS", ge=100, le=4000,
+        description="Longest summary text in characters (its sources may fill 80 % of it).")
+    memory_cap: int = Field(
+        default=200, alias="MEMORY_CAP", ge=1,
+        description="Active memories per user or folder; beyond it the oldest or least "
+                    "relevant are archived.")
+    consolidation_trigger_share: float = Field(
+        default=0.8, alias="MEMORY_CONSOLIDATION_TRIGGER", gt=0, le=1,
+        description="At this share of the cap an extraction queues a consolidation of the owner.")
+    consolidation_free_share: float = Field(
+        default=0.2, alias="MEMORY_CONSOLIDATION_FREE", gt=0, le=1,
+        description="A limit-triggered consolidation frees this share of the cap.")
+    prune_strategy: str = Field(
+        default="fifo", alias="MEMORY_PRUNE_STRATEGY", pattern="^(fifo|least_relevant)$",
+        description="Which memories beyond the cap are archived first: fifo (oldest) or "
+                    "least_relevant (low confidence, long unused).")
+    consolidation_guard_share: float = Field(
+        default=0.5, alias="MEMORY_CONSOLIDATION_GUARD", gt=0, le=1,
+        description="A run that would retire more than this share of an owner's active "
+                    "memories is refused.")
 
 
 @lru_cache(maxsize=1)

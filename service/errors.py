@@ -44,3 +44,7 @@ class EmbeddingDimensionMismatch(MemoryServiceError):
 
 class DatabaseUnavailable(MemoryServiceError):
     """PostgreSQL could not be reached."""
+
+
+class SummaryOutputInvalid(ExtractionOutputInvalid):
+    """The LLM's summary of a memory cluster is not valid, even after repair."""

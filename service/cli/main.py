@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from service.cli import openwebui
+from service.cli import openwebui, summarize
 from service.config import Settings
 from service.errors import MemoryServiceError
 
@@ -89,6 +89,8 @@ def api_key() -> None:
 
 
 app.add_typer(openwebui.app, name="openwebui")
+app.command("summarize")(summarize.summarize)
+app.command("restore")(summarize.restore)
 
 
 def main() -> None:  # pragma: no cover

@@ -227,7 +227,8 @@ def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> No
         kept = {key: [f for f in meta.get(key) or [] if f != FILTER_ID]
                 for key in ("filterIds", "defaultFilterIds") if FILTER_ID in (meta.get(key) or [])}
         if kept:
-            owui.call("POST", "/api/v1/models/model/update", json=_model_form(row, {**meta, **kept}))
+            owui.call("POST", "/api/v1/models/model/update",
+                      json=_model_form(row, {**meta, **kept}))
             say(f"model {model_id}: filter detached")
     for function_id in (FILTER_ID, PIPE_ID):
         if owui.function(function_id) is None:

@@ -17,6 +17,7 @@ from service.core.commands import Command, CommandName
 from service.core.records import Bank, ChatContext, ChatKind, Memory, ReadScope, Scope, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import memories as memory_flow
+from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
 from service.storage import memories, user_state
 
@@ -219,6 +220,11 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
 
 
 async def _profile(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    written = await profile_flow.profile_for(rt, user_id=chat.user_id,
+                                             collaborative=chat.collaborative)
+    if written:
+        return f"**Your core profile** (sent with every message in this chat):\n\n" \
+               f"{text.escape_markdown(written)}"
     async with rt.db.unit_of_work() as session:
         core = await memories.core_memories(session, scope=scope,
                                             limit=rt.settings.core_max_items)

@@ -10,6 +10,8 @@ import numpy as np
 from service.core import privacy, ranking
 from service.core.records import ChatContext, RankedMemory, ReadScope
 from service.core.ranking import RankingParams
+from service.core.tokens import estimate_tokens
+from service.flows import profile as profile_flow
 from service.flows import relevance
 from service.flows.runtime import Runtime
 from service.storage import memories, user_state
@@ -83,13 +85,15 @@ async def build_context(
     params = rt.ranking_params(budget_tokens)
     relevant = await retrieve(rt, scope=scope, query=message, now=now, limit=params.max_items,
                               params=params, apply_gate=True)
+    profile = await profile_flow.profile_for(rt, user_id=chat.user_id,
+                                             collaborative=chat.collaborative)
     async with rt.db.unit_of_work() as session:
-        core = await memories.core_memories(session, scope=scope,
-                                            limit=rt.settings.core_max_items)
+        core = [] if profile else await memories.core_memories(
+            session, scope=scope, limit=rt.settings.core_max_items)
         core_items, relevant = ranking.split_core(core, relevant, budget_tokens=params.budget_tokens)
-        chosen = ranking.fit_budget(
-            relevant, budget_tokens=params.budget_tokens - ranking.cost(core_items),
-            max_items=params.max_items)
+        budget = params.budget_tokens - ranking.cost(core_items) - estimate_tokens(profile or "")
+        chosen = ranking.fit_budget(relevant, budget_tokens=max(budget, 0),
+                                    max_items=params.max_items)
         used = [*core_items, *chosen]
         at = datetime.now(UTC)
         await memories.mark_used(session, memory_ids=[m.memory.id for m in used], at=at)
@@ -98,6 +102,6 @@ async def build_context(
                 session, user_id=chat.user_id, chat_id=chat.chat_id, at=at,
                 items=[{"seq": m.memory.seq, "similarity": round(m.similarity, 4),
                         "score": round(m.score, 4)} for m in used])
-    block = ranking.render_block(profile=None, core=core_items, items=chosen)
-    status = f"{len(used)} memories recalled" if used else "no relevant memories"
-    return ContextResult(block, used, None, status)
+    block = ranking.render_block(profile=profile, core=core_items, items=chosen)
+    status = f"{len(used)} memories recalled" if used or profile else "no relevant memories"
+    return ContextResult(block, used, profile, status)

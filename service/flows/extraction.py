@@ -21,6 +21,7 @@ from service.core.extraction import (
 )
 from service.core.records import Bank, ChatContext, Memory, SourceKind, Status, WriteScope
 from service.errors import ExtractionOutputInvalid
+from service.flows import consolidation
 from service.flows.runtime import Runtime
 from service.flows.turns import chat_from_json
 from service.llm.client import decode_json_answer
@@ -37,6 +38,7 @@ class ExtractionOutcome:
     status: str  #: "done", "already_done", "failed"
     written: int = 0  #: memories created or updated
     detail: str = ""  #: one sentence
+    user_id: str = ""  #: the turn's sender
 
 
 async def run_extraction(rt: Runtime, *, turn_id: int) -> ExtractionOutcome:
@@ -74,7 +76,9 @@ async def run_extraction(rt: Runtime, *, turn_id: int) -> ExtractionOutcome:
             return ExtractionOutcome("failed", detail=str(exc))
         await turns.finish(session, turn_id=turn_id, status=TurnStatus.DONE,
                            memories_written=written)
-    return ExtractionOutcome("done", written=written)
+    await consolidation.defer_if_near_cap(rt, user_id=turn.user_id, folder_id=chat.folder_id,
+                                          written=written)
+    return ExtractionOutcome("done", written=written, user_id=turn.user_id)
 
 
 async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:

@@ -13,7 +13,8 @@ from service.core import safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows.runtime import Runtime
-from service.storage import audit, memories
+from service.flows import profile as profile_flow
+from service.storage import audit, memories, profiles
 
 
 def owned_scope(user_id: str, *, folder_id: str | None = None,
@@ -101,6 +102,8 @@ async def add(rt: Runtime, *, cell: Scope, content: str, tags: Sequence[str], ac
         await audit.record(session, memory_id=memory.id, owner_id=memory.owner_id, actor=actor,
                            action="create", reason="added by the user",
                            after=audit.snapshot(memory))
+    if cell.owner_kind is OwnerKind.USER:
+        await profile_flow.request_refresh(rt, user_id=cell.owner_id)
     return memory
 
 
@@ -141,6 +144,8 @@ async def edit(
         await audit.record(session, memory_id=memory_id, owner_id=before.owner_id,
                            actor=actor, action="update", reason="edited by the user",
                            before=audit.snapshot(before), after=audit.snapshot(after))
+    if after.owner_kind is OwnerKind.USER:
+        await profile_flow.request_refresh(rt, user_id=after.owner_id)
     return after
 
 
@@ -171,8 +176,12 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         chain = await memories.history_chain(session, memory_id=memory_id)
         await memories.tombstone(session, memory_ids=chain, at=now)
         await audit.scrub(session, memory_ids=chain)
+        # A profile written from a forgotten memory is withdrawn in the same transaction.
+        withdrawn = await profiles.withdraw_using(session, memory_ids=chain)
         await audit.record(session, memory_id=memory_id, owner_id=found.owner_id, actor=actor,
                            action="forget", reason="forgotten by the user")
     for forgotten in chain:
         rt.relevance_cache.forget(forgotten)
+    for user_id in withdrawn:
+        await profile_flow.request_refresh(rt, user_id=user_id)
     return len(chain)

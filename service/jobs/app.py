@@ -12,9 +12,12 @@ from typing import Any
 
 import procrastinate
 
-from service.flows import extraction
+from service.core.profile import ProfileView
+from service.flows import extraction, profile
+from service.flows.profile import PROFILE_QUEUE, PROFILE_TASK
 from service.flows.runtime import Runtime
 from service.flows.turns import EXTRACT_TASK, EXTRACTION_QUEUE
+from service.jobs import consolidation as consolidation_jobs
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +48,18 @@ def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
                 await extraction.mark_turn_failed(rt, turn_id=turn_id, error=str(exc))
             raise
         log.info("turn %s: %s (%s written)", turn_id, outcome.status, outcome.written)
+        if outcome.written:
+            await profile.request_refresh(rt, user_id=outcome.user_id)
 
-    del extract_turn
+    @app.task(name=PROFILE_TASK, queue=PROFILE_QUEUE, pass_context=True,
+              retry=procrastinate.RetryStrategy(max_attempts=3, exponential_wait=4))
+    async def refresh_profile(context: procrastinate.JobContext, user_id: str, view: str) -> None:
+        rt: Runtime = context.additional_context["runtime"]
+        result = await profile.refresh_profile(rt, user_id=user_id, view=ProfileView(view))
+        log.info("profile %s/%s: %s", user_id, view, result)
+
+    del extract_turn, refresh_profile
+    consolidation_jobs.register(app)
     return app
 
 
@@ -61,7 +74,8 @@ async def run_workers(rt: Runtime, *, concurrency: int) -> None:
     recovery = asyncio.create_task(_recover_stalled_jobs(rt.jobs), name="stalled-job-recovery")
     try:
         await rt.jobs.run_worker_async(
-            queues=[EXTRACTION_QUEUE], concurrency=concurrency, wait=True,
+            queues=[EXTRACTION_QUEUE, PROFILE_QUEUE, consolidation_jobs.QUEUE],
+            concurrency=concurrency, wait=True,
             install_signal_handlers=False, additional_context={"runtime": rt},
             fetch_job_polling_interval=1.0, shutdown_graceful_timeout=10.0,
             delete_jobs="successful",

@@ -152,3 +152,27 @@ class ProfileRow(Base):
     built_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (Index("ix_profiles_source_ids", "source_ids", postgresql_using="gin"),)
+
+
+class ConsolidationRunRow(Base):
+    """One summarizer run over one owner (DESIGN §8): what it changed, or why it refused."""
+
+    __tablename__ = "consolidation_runs"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    owner_kind: Mapped[str] = mapped_column(String(16))
+    owner_id: Mapped[str] = mapped_column(String(255))
+    trigger: Mapped[str] = mapped_column(String(16))  #: daily or limit
+    outcome: Mapped[str] = mapped_column(String(16))  #: applied, nothing, refused, failed
+    active_before: Mapped[int] = mapped_column(Integer)
+    active_after: Mapped[int] = mapped_column(Integer)
+    summaries: Mapped[int] = mapped_column(Integer)  #: summaries written
+    merged: Mapped[int] = mapped_column(Integer)  #: sources archived into them
+    pruned: Mapped[int] = mapped_column(Integer)  #: archived beyond the cap
+    detail: Mapped[str | None] = mapped_column(Text)  #: the guard's or the failure's sentence
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_consolidation_runs_owner", "owner_kind", "owner_id", "finished_at"),
+    )

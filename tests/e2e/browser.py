@@ -7,8 +7,9 @@ the tests start it as a subprocess. Reads one JSON object on stdin:
      "messages": [{"text": "/memory list", "expect_lines": ["..."]}, ...],
      "screenshot": "path.png" | null, "timeout_s": 60}
 
-For each message it waits until the stored reply is done (read over REST with the page's own
-token) and, if `expect_lines` is given, until the rendered message shows every one of them.
+Messages must differ from each other. For each one it waits until the stored reply is done
+(read over REST with the page's own token) and, if `expect_lines` is given, until the rendered
+message shows every one of them.
 Prints one JSON object: {"chat_id", "replies": [{"id", "content", "rendered"}], "url"}.
 The browser is Debian's Chromium; Playwright downloads nothing.
 """
@@ -19,6 +20,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from playwright.sync_api import sync_playwright
@@ -86,8 +88,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 page.keyboard.press("Enter")
                 page.wait_for_url("**/c/*")
                 chat_id = page.url.rsplit("/c/", 1)[1].split("?")[0]
-                reply = _poll(lambda: page.evaluate(_REPLY_DONE_JS,  # noqa: B023
-                                                    [chat_id, message["text"].strip()]),
+                reply = _poll(partial(page.evaluate, _REPLY_DONE_JS,
+                                      [chat_id, message["text"].strip()]),
                               timeout_s=job.get("timeout_s", 60))
                 selector = f"#message-{reply['id']}"
                 page.wait_for_function(_SHOWS_LINES_JS, polling=100,

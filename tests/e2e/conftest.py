@@ -55,7 +55,7 @@ INSTALLER_TIMEOUT_S = 120
 TIMINGS: dict[str, float] = {}
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if os.environ.get("E2E_OPENWEBUI"):
         return
     skip = pytest.mark.skip(reason="drives a real Open WebUI: run `make e2e`")

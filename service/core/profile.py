@@ -1,0 +1,71 @@
+"""Core memories profile (DESIGN §6.1): when to write one, from what, and how it must look.
+
+A ≤200-word third-person summary of a user, written by the LLM from the 50 most recent
+memories of the banks a chat may read, once the user has at least 5 (seeds/001).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from enum import StrEnum
+
+from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope
+
+MIN_MEMORIES = 5
+SOURCE_MEMORIES = 50
+MAX_WORDS = 200
+
+
+class ProfileView(StrEnum):
+    """Which banks a profile is written from, by the kind of chat that will read it."""
+
+    PRIVATE = "private"  #: Personal + Interaction Patterns (private chats)
+    SHARED = "shared"  #: Interaction Patterns only (collaborative chats)
+
+
+def view_for(*, collaborative: bool) -> ProfileView:
+    """The profile a chat may see."""
+    return ProfileView.SHARED if collaborative else ProfileView.PRIVATE
+
+
+def view_scope(user_id: str, view: ProfileView) -> ReadScope:
+    """The cells a profile view is written from (never Project Memory: it is shared work)."""
+    cells = [Scope(OwnerKind.USER, user_id, Bank.INTERACTION)]
+    if view is ProfileView.PRIVATE:
+        cells.insert(0, Scope(OwnerKind.USER, user_id, Bank.PERSONAL))
+    return ReadScope(tuple(cells))
+
+
+def fingerprint(memories: Sequence[Memory]) -> int:
+    """A signed 63-bit number that changes whenever any source memory or its version does."""
+    text = ",".join(f"{m.seq}:{m.version}" for m in sorted(memories, key=lambda m: m.seq))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+PROMPT = f"""Write a short profile of a person from the notes below, for an assistant that
+will talk with them. Rules: third person; at most {MAX_WORDS} words; plain prose, no lists or
+headings; only facts stated in the notes — never guess, add or embellish; keep their own
+language for names and terms; leave out anything that looks like a password, key or code.
+Answer with the profile text only."""
+
+
+def build_messages(*, user_name: str | None, memories: Sequence[Memory]) -> list[dict[str, str]]:
+    """Chat messages asking the LLM for the profile."""
+    notes = "\n".join(f"- ({m.created_at:%Y-%m-%d}) {m.content}" for m in memories)
+    who = f"The person is called {user_name}.\n" if user_name else ""
+    return [{"role": "system", "content": PROMPT},
+            {"role": "user", "content": f"{who}Notes:\n{notes}"}]
+
+
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+
+
+def clean_profile(text: str) -> str:
+    """The LLM's answer without reasoning blocks or fences, cut to MAX_WORDS words."""
+    text = _THINK.sub("", text).strip().strip("`").strip()
+    words = text.split()
+    if len(words) > MAX_WORDS:
+        text = " ".join(words[:MAX_WORDS]).rstrip(",;:") + "…"
+    return text

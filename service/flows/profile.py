@@ -1,0 +1,93 @@
+"""Write and serve core memories profiles (DESIGN §6.1) — in the background, never inline."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+
+from procrastinate import exceptions as job_errors
+
+from service.core import profile as policy
+from service.core.profile import ProfileView
+from service.flows.runtime import Runtime
+from service.storage import memories, profiles
+
+log = logging.getLogger(__name__)
+
+PROFILE_TASK = "refresh_profile"
+PROFILE_QUEUE = "profiles"
+
+
+async def refresh_profile(rt: Runtime, *, user_id: str, view: ProfileView,
+                          user_name: str | None = None) -> str:
+    """(Re)write one profile if its sources changed.
+
+    Returns:
+        "written", "unchanged", "removed" (fewer than 5 memories) or "skipped" (no LLM).
+
+    Raises:
+        LLMUnavailable: the LLM failed (the job retries; the old profile stays).
+    """
+    scope = policy.view_scope(user_id, view)
+    async with rt.db.unit_of_work() as session:
+        recent, total = await memories.list_memories(session, scope=scope,
+                                                     limit=policy.SOURCE_MEMORIES, offset=0)
+        current = await profiles.get(session, user_id=user_id, view=view.value)
+        if total < policy.MIN_MEMORIES:
+            if current is not None:
+                await profiles.remove(session, user_id=user_id, view=view.value)
+            return "removed"
+    mark = policy.fingerprint(recent)
+    if current is not None and current.fingerprint == mark:
+        return "unchanged"
+    if not rt.llm.configured:
+        return "skipped"
+    answer = await rt.llm.complete(policy.build_messages(user_name=user_name, memories=recent),
+                                   max_tokens=400, temperature=0.2)
+    text = policy.clean_profile(answer)
+    if not text:
+        return "unchanged"
+    async with rt.db.unit_of_work() as session:
+        # Sources forgotten while the LLM was writing must not come back through the profile.
+        still, _ = await memories.list_memories(session, scope=scope,
+                                                limit=policy.SOURCE_MEMORIES, offset=0)
+        if policy.fingerprint(still) != mark:
+            return "unchanged"
+        await profiles.put(session, profile=profiles.Profile(
+            user_id, view.value, text, tuple(m.id for m in recent), mark, datetime.now(UTC)))
+    return "written"
+
+
+async def request_refresh(rt: Runtime, *, user_id: str) -> None:
+    """Queue a background refresh of both of the user's profiles (at most one waiting)."""
+    for view in ProfileView:
+        try:
+            await rt.jobs.configure_task(
+                PROFILE_TASK, queue=PROFILE_QUEUE,
+                queueing_lock=f"profile:{user_id}:{view.value}",
+            ).defer_async(user_id=user_id, view=view.value)
+        except job_errors.AlreadyEnqueued:
+            pass
+
+
+async def profile_for(rt: Runtime, *, user_id: str, collaborative: bool) -> str | None:
+    """The stored profile text a chat may see; stale ones trigger a background refresh."""
+    view = policy.view_for(collaborative=collaborative)
+    async with rt.db.unit_of_work() as session:
+        found = await profiles.get(session, user_id=user_id, view=view.value)
+    if found is None:
+        return None
+    if datetime.now(UTC) - found.built_at > timedelta(hours=rt.settings.profile_refresh_hours):
+        _background(request_refresh(rt, user_id=user_id))  # user returns after a while
+    return found.content
+
+
+_pending: set[asyncio.Task[None]] = set()
+
+
+def _background(coro: object) -> None:
+    """Run a coroutine without making the caller wait (keeps a reference until done)."""
+    task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)

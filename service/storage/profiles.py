@@ -1,0 +1,66 @@
+"""Core memories profiles: read, write, and withdraw the ones built from a memory."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.storage.tables import ProfileRow
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A stored profile."""
+
+    user_id: str  #: whose profile
+    view: str  #: "private" or "shared"
+    content: str  #: the text, ≤ 200 words
+    source_ids: tuple[uuid.UUID, ...]  #: memories it was written from
+    fingerprint: int  #: of the source memories and their versions
+    built_at: datetime  #: when it was written
+
+
+async def get(session: AsyncSession, *, user_id: str, view: str) -> Profile | None:
+    """The user's profile for `view`, if one was written."""
+    row = await session.get(ProfileRow, (user_id, view))
+    if row is None:
+        return None
+    return Profile(row.user_id, row.view, row.content, tuple(row.source_ids),
+                   row.memories_version, row.built_at)
+
+
+async def put(session: AsyncSession, *, profile: Profile) -> None:
+    """Write (or replace) a profile."""
+    values = {"user_id": profile.user_id, "view": profile.view, "content": profile.content,
+              "source_ids": list(profile.source_ids), "memories_version": profile.fingerprint,
+              "built_at": profile.built_at}
+    stmt = pg_insert(ProfileRow).values(**values)
+    await session.execute(stmt.on_conflict_do_update(
+        index_elements=["user_id", "view"],
+        set_={k: v for k, v in values.items() if k not in ("user_id", "view")}))
+
+
+async def remove(session: AsyncSession, *, user_id: str, view: str) -> None:
+    """Delete a profile (too few memories left)."""
+    await session.execute(delete(ProfileRow).where(ProfileRow.user_id == user_id,
+                                                   ProfileRow.view == view))
+
+
+async def withdraw_using(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> list[str]:
+    """Delete every profile written from any of `memory_ids`; returns their users."""
+    stmt = (delete(ProfileRow)
+            .where(ProfileRow.source_ids.overlap(list(memory_ids)))
+            .returning(ProfileRow.user_id))
+    return sorted(set((await session.execute(stmt)).scalars()))
+
+
+async def exists_any(session: AsyncSession, *, user_id: str) -> bool:
+    """True when the user has a profile of any view."""
+    stmt = select(ProfileRow.user_id).where(ProfileRow.user_id == user_id).limit(1)
+    return (await session.execute(stmt)).scalar() is not None

@@ -1,0 +1,140 @@
+"""`python -m service openwebui install|status|uninstall` against a real Open WebUI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Stack
+from tests.e2e.harness import system_text
+from tests.support.llm_stub import MODEL_ID
+
+pytestmark = pytest.mark.e2e
+
+FILTER_ID, PIPE_ID = "memory_filter", "memory_commands"
+EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
+
+
+def _state(stack: Stack) -> dict[str, Any]:
+    """Everything the installer may write, as Open WebUI stores it (timestamps included)."""
+    admin = stack.client("admin")
+    listed = {f["id"] for f in admin.call("GET", "/api/v1/functions/list")}
+    functions = {fid: admin.call("GET", f"/api/v1/functions/id/{fid}")
+                 for fid in (FILTER_ID, PIPE_ID) if fid in listed}
+    valves = admin.call("GET", f"/api/v1/functions/id/{FILTER_ID}/valves") \
+        if FILTER_ID in listed else None
+    rows = {m["id"]: m for m in admin.call("GET", "/api/v1/models/all")}
+    return {"functions": functions, "valves": valves, "rows": rows}
+
+
+def _grants(row: dict[str, Any]) -> list[dict[str, str]]:
+    return [{k: g[k] for k in ("principal_type", "principal_id", "permission")}
+            for g in row.get("access_grants") or []]
+
+
+def test_installer_leaves_filter_global_and_pipe_hidden_but_readable(stack: Stack):
+    state = _state(stack)
+
+    assert "memory_filter: created" in stack.installer_output
+    flt, pipe = state["functions"][FILTER_ID], state["functions"][PIPE_ID]
+    assert (flt["type"], flt["is_active"], flt["is_global"]) == ("filter", True, True)
+    assert (pipe["type"], pipe["is_active"]) == ("pipe", True)
+    assert state["valves"]["service_url"] == stack.service_url
+    assert state["valves"]["api_key"] == stack.service_key
+    row = state["rows"][PIPE_ID]
+    assert (row["name"], row["is_active"], row["meta"]["hidden"]) == \
+        ("Memory Commands", True, True)
+    assert _grants(row) == [EVERYONE_READS]
+
+
+def test_installer_run_again_changes_nothing(stack: Stack):
+    before = _state(stack)
+
+    again = stack.run_installer()
+
+    assert again.returncode == 0, again.stderr
+    assert _state(stack) == before
+    steps = again.stdout.splitlines()[:-1]
+    assert steps and all(("unchanged" in s or "already" in s) for s in steps), again.stdout
+
+
+def test_status_reports_what_is_installed(stack: Stack):
+    shown = stack.run_installer(command="status")
+
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[1:] == [
+        "memory_filter: installed, active, global, code is current",
+        f"memory_filter: service_url = {stack.service_url}, api_key set",
+        "memory_commands: installed, active, code is current",
+        "model memory_commands: active, hidden, readable by everyone",
+    ]
+
+
+@pytest.mark.parametrize("who", ["a", "garbage"])
+def test_installer_refuses_ordinary_users_and_bad_tokens_in_one_line(stack: Stack, who: str):
+    token = stack.users["a"].token if who == "a" else "not-a-token"
+
+    refused = stack.run_installer(token=token)
+
+    assert refused.returncode == 1
+    assert refused.stdout == ""
+    assert refused.stderr == {
+        "a": "error: this account is not an admin of Open WebUI; functions can only be "
+             "installed by an admin\n",
+        "garbage": "error: Open WebUI refused the token: 401 Unauthorized\n",
+    }[who]
+
+
+def test_installer_attaches_to_a_model_and_keeps_its_other_filters(stack: Stack):
+    admin = stack.client("admin")
+    row = _state(stack)["rows"][MODEL_ID]
+    admin.call("POST", "/api/v1/models/model/update", json={
+        "id": MODEL_ID, "name": row["name"], "base_model_id": None, "params": row["params"],
+        "meta": {**row["meta"], "filterIds": ["another_filter"]}})
+    stack.forget_memories(stack.users["a"].id)
+    stack.add_memory(stack.users["a"].id, "User keeps bees")
+    try:
+        attached = stack.run_installer("--no-global", "--model", MODEL_ID)
+        again = stack.run_installer("--no-global", "--model", MODEL_ID)
+        state = _state(stack)
+        mark = stack.model_log.mark()
+        stack.client("a").send(stack.client("a").new_thread(), "Hello")
+        seen = list(stack.model_log.iter_chat(mark))
+    finally:
+        restored = stack.run_installer()
+        admin.call("POST", "/api/v1/models/model/update", json={
+            "id": MODEL_ID, "name": row["name"], "base_model_id": None,
+            "params": row["params"], "meta": row["meta"]})
+
+    assert attached.returncode == 0, attached.stderr
+    assert "model stub-model: filter attached" in attached.stdout.splitlines()
+    assert "model stub-model: filter already attached" in again.stdout.splitlines()
+    assert state["rows"][MODEL_ID]["meta"]["filterIds"] == ["another_filter", FILTER_ID]
+    assert _grants(state["rows"][MODEL_ID]) == [EVERYONE_READS]
+    assert state["functions"][FILTER_ID]["is_global"] is False
+    assert len(seen) == 1 and "User keeps bees" in system_text(seen[0])
+    assert restored.returncode == 0, restored.stderr
+    assert _state(stack)["functions"][FILTER_ID]["is_global"] is True
+
+
+def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
+    try:
+        removed = stack.run_installer(command="uninstall")
+        gone = _state(stack)
+        status = stack.run_installer(command="status")
+    finally:
+        reinstalled = stack.run_installer()
+
+    assert removed.returncode == 0, removed.stderr
+    assert gone["functions"] == {}
+    assert PIPE_ID not in gone["rows"]
+    assert status.stdout.splitlines()[1:] == [
+        "memory_filter: not installed",
+        "memory_commands: not installed",
+        "model memory_commands: no model row (ordinary users cannot run commands)",
+    ]
+    assert reinstalled.returncode == 0, reinstalled.stderr
+    state = _state(stack)
+    assert state["functions"][FILTER_ID]["is_global"] is True
+    assert state["rows"][PIPE_ID]["meta"]["hidden"] is True

@@ -1,0 +1,78 @@
+"""Core memories profile: written in the background, from readable banks only, withdrawn at
+once when a source memory is forgotten."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.support.extraction_replies import new_user_message
+from tests.support.live_service import LiveService
+from tests.support.llm_stub import LLMStub
+
+PERSONAL = ["User is vegetarian", "User owns a beagle named Pepper", "User works nights",
+            "User lives in Valencia", "User is learning the bassoon"]
+PATTERNS = ["User prefers short answers", "User likes bullet points", "User wants sources",
+            "User writes in English and Spanish", "User dislikes emojis"]
+
+
+def _profile_writer(request: dict[str, Any]) -> str:
+    if new_user_message(request):
+        return '{"operations": []}'
+    notes = request["messages"][-1]["content"]
+    facts = [line.split(") ", 1)[1] for line in notes.splitlines() if line.startswith("- (")]
+    return "PROFILE: " + "; ".join(sorted(facts))
+
+
+def _wait_for(predicate, timeout_s: float = 30.0) -> Any:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise TimeoutError("condition not met")
+
+
+def _context(live: LiveService, *, collaborative: bool = False) -> dict[str, Any]:
+    chat = {"user_id": "pat", "chat_id": "c-shared" if collaborative else "c-1",
+            "kind": "channel" if collaborative else "saved", "collaborative": collaborative}
+    return live.client.post("/v1/context", json={"chat": chat, "message": "hello"}).json()
+
+
+def test_profile_is_written_from_readable_banks_and_withdrawn_on_forget(service_factory) -> None:  # type: ignore[no-untyped-def]
+    with LLMStub(responder=_profile_writer) as llm:
+        live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
+        ids = {}
+        for fact in PERSONAL:
+            ids[fact] = live.client.post("/v1/users/pat/memories", json={"content": fact}).json()["id"]
+        for fact in PATTERNS:
+            live.client.post("/v1/users/pat/memories",
+                             json={"content": fact, "bank": "interaction_patterns"})
+        private = _wait_for(lambda: _context(live)["profile"])
+        shared = _wait_for(lambda: _context(live, collaborative=True)["profile"])
+    assert private == "PROFILE: " + "; ".join(sorted(PERSONAL + PATTERNS))
+    assert shared == "PROFILE: " + "; ".join(sorted(PATTERNS))
+    block = _context(live)["block"]
+    assert block.startswith(f"<userMemories>\n{private}\n</userMemories>")
+    # forgetting a source withdraws the profile before the next turn
+    assert live.client.delete(f"/v1/users/pat/memories/{ids['User works nights']}").status_code == 204
+    assert "nights" not in _context(live)["block"]
+    assert _context(live, collaborative=True)["profile"] == shared
+
+
+async def test_no_profile_below_five_memories(service_factory, db_conn) -> None:  # type: ignore[no-untyped-def]
+    with LLMStub(responder=_profile_writer) as llm:
+        live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
+        for fact in PERSONAL[:4]:
+            live.client.post("/v1/users/pat/memories", json={"content": fact})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until every profile job has run
+            row = await (await db_conn.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+            )).fetchone()
+            if row == (0,):
+                break
+            time.sleep(0.1)
+    assert _context(live)["profile"] is None
+    assert [r for r in llm.requests if "Notes:" in r["messages"][-1]["content"]] == []
