@@ -24,7 +24,7 @@ def _profile_writer(request: dict[str, Any]) -> str:
     return "PROFILE: " + "; ".join(sorted(facts))
 
 
-def _wait_for(predicate, timeout_s: float = 30.0) -> Any:  # type: ignore[no-untyped-def]
+def _wait_for(predicate, timeout_s: float = 90.0) -> Any:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
@@ -66,7 +66,7 @@ async def test_no_profile_below_five_memories(service_factory, db_conn) -> None:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
         for fact in PERSONAL[:4]:
             live.client.post("/v1/users/pat/memories", json={"content": fact})
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:  # until every profile job has run
             row = await (await db_conn.execute(
                 "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
