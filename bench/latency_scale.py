@@ -462,7 +462,7 @@ def measure_full_scan(url: str, args: argparse.Namespace,
             def fetch(owner: str = owner) -> np.ndarray:
                 found = conn.execute("SELECT embedding FROM memories WHERE owner_id = %s AND "
                                      "status = 'active'", (owner,)).fetchall()
-                return np.stack([np.asarray(r[0], dtype=np.float32) for r in found])
+                return np.stack([r[0].to_numpy() for r in found]).astype(np.float32)
 
             def top10(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
                 scores = matrix @ query

@@ -451,6 +451,8 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
                         ablations: bool = False) -> dict[str, Any]:
     """The whole benchmark; returns the JSON document."""
     _scrubbed_environment()
+    # Import the whole service first, so a broken tree fails before minutes of embedding.
+    import service.api.app  # noqa: F401
     from service.embeddings.encoder import Encoder
     from service.storage.db import start_embedded
 

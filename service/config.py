@@ -62,6 +62,9 @@ class Settings(BaseSettings):
         alias="EMBEDDING_MODEL_PATH",
         description="sentence-transformers folder; unset = the bundled all-MiniLM-L6-v2.",
     )
+    embedding_backend: str = Field(
+        default="onnx", alias="EMBEDDING_BACKEND", pattern="^(onnx|torch)$",
+        description="onnx (fast, steady under load; exported once into the state dir) or torch.")
     embedding_threads: int = Field(
         default=1, alias="EMBEDDING_THREADS", ge=1, le=64, description="CPU threads for embedding."
     )

@@ -60,9 +60,9 @@ def database_url(pg_server: object, template_database: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def encoder() -> Iterator[Encoder]:
-    """The real all-MiniLM-L6-v2, loaded once."""
-    enc = Encoder()
+def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Encoder]:
+    """The real all-MiniLM-L6-v2 on the default (ONNX) backend, exported and loaded once."""
+    enc = Encoder(onnx_dir=tmp_path_factory.mktemp("models"))
     yield enc
     enc.close()
 

@@ -48,7 +48,8 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
         db = Database.connect(url)
         own_encoder = encoder is None
         enc = encoder or await asyncio.to_thread(
-            Encoder, settings.embedding_model_path, threads=settings.embedding_threads)
+            Encoder, settings.embedding_model_path, threads=settings.embedding_threads,
+            backend=settings.embedding_backend, onnx_dir=settings.state_dir / "models")
         llm = LLMClient(
             base_url=settings.llm_base_url, model=settings.llm_model,
             api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,

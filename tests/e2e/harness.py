@@ -280,7 +280,7 @@ def last_user_text(request: dict[str, Any]) -> str:
 
 
 class RequestLog:
-    """Reads what a stub LLM received after a mark: `with log.new() as seen: …; seen()`."""
+    """What a stub LLM received after a mark: `mark = log.mark(); …; log.since(mark)`."""
 
     def __init__(self, requests: Callable[[], list[dict[str, Any]]]) -> None:
         self._requests = requests

@@ -1,0 +1,91 @@
+"""ONNX Runtime backend: tokenizers + onnxruntime + numpy, no torch at query time.
+
+The ONNX file is exported once from the sentence-transformers folder with
+`torch.onnx.export` (opset 17) and kept next to the service's state; mean pooling over the
+attention mask and L2 normalisation follow the model's own modules.json
+(Transformer → Pooling(mean) → Normalize).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+MAX_SEQ_TOKENS = 256
+
+
+def ensure_onnx(model_dir: Path, target: Path) -> Path:
+    """Export `model_dir` to ONNX at `target` unless it is already there; returns `target`."""
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log.info("exporting the embedding model to ONNX (once): %s", target)
+    import torch
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(model_dir), local_files_only=True).eval()
+
+    class _Wrapper(torch.nn.Module):
+        # transformers 5 rejects positional arguments here; pass them by name.
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    ids = torch.ones((1, 8), dtype=torch.long)
+    axes = {0: "batch", 1: "tokens"}
+    # write to a temp file and rename: a half-written model must never be loaded
+    handle, tmp = tempfile.mkstemp(suffix=".onnx", dir=target.parent)
+    os.close(handle)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer notes about shapes fixed at export time
+        torch.onnx.export(_Wrapper(), (ids, ids, torch.zeros_like(ids)), tmp,
+                          input_names=["input_ids", "attention_mask", "token_type_ids"],
+                          output_names=["last_hidden_state"],
+                          dynamic_axes={"input_ids": axes, "attention_mask": axes,
+                                        "token_type_ids": axes, "last_hidden_state": axes},
+                          opset_version=17, dynamo=False)
+    os.replace(tmp, target)
+    return target
+
+
+class OnnxModel:
+    """all-MiniLM-L6-v2 as ONNX on CPU."""
+
+    def __init__(self, onnx_path: Path, tokenizer_path: Path, *, threads: int) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = onnxruntime.InferenceSession(str(onnx_path), sess_options=options,
+                                                    providers=["CPUExecutionProvider"])
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.enable_truncation(MAX_SEQ_TOKENS)
+        self.tokenizer.enable_padding()
+        self.dimension = int(self.session.get_outputs()[0].shape[-1] or 384)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32, L2-normalized."""
+        encodings = self.tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                         "token_type_ids": types})[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
