@@ -70,13 +70,38 @@ def parse(text: str) -> Command:
     return Command(name, word, args)
 
 
-_ID = re.compile(r"^#?(\d{1,18})$")
+# Short ids: the memory's sequence number through a keyed bijection on 30 bits, written in
+# Crockford's base32 (no I, L, O, U) — six characters that say nothing about how many
+# memories other users have, and that are read back unambiguously (0/O, 1/I/L are the same).
+_ID_BITS = 30
+_ID_MASK = (1 << _ID_BITS) - 1
+_ID_MULTIPLIER = 0x2C9277B5 & _ID_MASK | 1  # odd, so multiplication mod 2**30 is invertible
+_ID_INVERSE = pow(_ID_MULTIPLIER, -1, 1 << _ID_BITS)
+_ID_XOR = 0x1B873593 & _ID_MASK
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+_READ_AS = {**{c: i for i, c in enumerate(_ALPHABET)}, "o": 0, "i": 1, "l": 1}
+ID_CHARS = 6
+
+
+def encode_id(seq: int) -> str:
+    """The six-character short id of a memory's sequence number (seq < 2**30)."""
+    value = ((seq * _ID_MULTIPLIER) & _ID_MASK) ^ _ID_XOR
+    chars = []
+    for _ in range(ID_CHARS):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
 
 
 def parse_id(token: str) -> int | None:
-    """A short id as typed (`42` or `#42`), or None."""
-    found = _ID.match(token.strip())
-    return int(found.group(1)) if found else None
+    """The sequence number of a short id as typed (`k7m2qa`, `#K7M2QA`), or None."""
+    word = token.strip().lstrip("#").lower().replace("-", "")
+    if len(word) != ID_CHARS or any(c not in _READ_AS for c in word):
+        return None
+    value = 0
+    for char in word:
+        value = (value << 5) | _READ_AS[char]
+    return (((value ^ _ID_XOR) * _ID_INVERSE) & _ID_MASK) or None
 
 
 def split_bank_prefix(args: str) -> tuple[Bank | None, str]:
@@ -99,8 +124,8 @@ def escape_markdown(text: str) -> str:
 
 
 def short_id(memory: Memory) -> str:
-    """`#<seq>`: the id users type."""
-    return f"#{memory.seq}"
+    """The id users type."""
+    return encode_id(memory.seq)
 
 
 def memory_line(memory: Memory, *, extra: str = "") -> str:
@@ -125,7 +150,7 @@ HELP_TEXT = """**Memory commands**
 - `/memory export` — all your memories as JSON
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 
-Ids are the numbers shown by `list`, e.g. `/memory forget 12`."""
+Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`."""
 
 
 def unknown_command_text(word: str) -> str:

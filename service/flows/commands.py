@@ -125,11 +125,12 @@ async def _find(rt: Runtime, scope: ReadScope, token: str,
                 statuses: tuple[Status, ...] = (Status.ACTIVE,)) -> Memory:
     seq = text.parse_id(token)
     if seq is None:
-        raise InvalidInput(f"“{token}” is not a memory id; ids are the numbers shown by list")
+        raise InvalidInput(f"“{token}” is not a memory id; ids are the codes shown by list")
     async with rt.db.unit_of_work() as session:
         found = await memories.get_by_seq(session, scope=scope, seq=seq, statuses=statuses)
     if found is None:
-        raise InvalidInput(f"there is no memory #{seq} that this chat may see")
+        raise InvalidInput(f"there is no memory {token.strip().lstrip('#')} that this chat "
+                           "may see")
     return found
 
 
@@ -248,7 +249,8 @@ async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
                 statuses=(Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED))
             numbers = f"similarity {item['similarity']:.2f}, score {item['score']:.2f}"
             if found is None:
-                lines.append(f"- `#{item['seq']}` (forgotten or not visible here) — {numbers}")
+                lines.append(f"- `{text.encode_id(int(item['seq']))}` (forgotten or not "
+                             f"visible here) — {numbers}")
             else:
                 lines.append(text.memory_line(found, extra=numbers))
     return (f"**Memories used for the last reply** ({at:%Y-%m-%d %H:%M} UTC):\n\n"
@@ -265,7 +267,7 @@ async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
 
 def export_json(rows: list[Memory]) -> list[dict[str, object]]:
     """Memories as plain JSON objects (the export format of the API and `/memory export`)."""
-    return [{"id": m.seq, "uuid": str(m.id), "bank": m.bank.value, "content": m.content,
+    return [{"id": text.encode_id(m.seq), "uuid": str(m.id), "bank": m.bank.value, "content": m.content,
              "tags": list(m.tags), "confidence": m.confidence, "status": m.status.value,
              "source": m.source_kind.value, "created_at": m.created_at.isoformat(),
              "updated_at": m.updated_at.isoformat()} for m in rows]

@@ -72,18 +72,18 @@ class Session:
         return reply, seen.body
 
 
-def _ids(listing: str) -> list[int]:
-    return [int(n) for n in re.findall(r"`#(\d+)`", listing)]
+def _ids(listing: str) -> list[str]:
+    return re.findall(r"`([0-9a-z]{6})`", listing)
 
 
 async def test_add_then_list_shows_the_exact_listing(harness, pipe, live, llm) -> None:  # type: ignore[no-untyped-def]
     alice = Session(harness, pipe, "alice")
     added, body = await alice.type("/memory add I keep bees")
     assert body["model"] == "memory_commands"
-    seq = _ids(added)[0]
-    assert added == f"Remembered in Personal:\n\n- `#{seq}` Personal · {_today()} · I keep bees"
+    code = _ids(added)[0]
+    assert added == f"Remembered in Personal:\n\n- `{code}` Personal · {_today()} · I keep bees"
     listing, _ = await alice.type("/memory list")
-    assert listing == f"**Memories** (1):\n\n- `#{seq}` Personal · {_today()} · I keep bees"
+    assert listing == f"**Memories** (1):\n\n- `{code}` Personal · {_today()} · I keep bees"
     assert llm.requests == [], "no LLM call for commands, and commands are not extracted"
     assert live.client.get("/v1/status").json()["turns_queued"] == 0
 
@@ -100,19 +100,19 @@ async def test_help_unknown_words_and_bad_ids_get_helpful_answers(harness, pipe)
     assert (await bob.type("/memory frobnicate"))[0] == (
         "I don't know the memory command `frobnicate`. Type `/memory help` to see the commands.")
     assert (await bob.type("/memory forget abc"))[0] == (
-        "That didn't work: “abc” is not a memory id; ids are the numbers shown by list.")
-    assert (await bob.type("/memory forget 999999"))[0] == (
-        "That didn't work: there is no memory \\#999999 that this chat may see.")
+        "That didn't work: “abc” is not a memory id; ids are the codes shown by list.")
+    assert (await bob.type("/memory forget zzzzzz"))[0] == (
+        "That didn't work: there is no memory zzzzzz that this chat may see.")
     assert (await bob.type("/memory list nonsense"))[0].startswith("unknown bank")
 
 
 async def test_another_users_id_cannot_be_touched(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
     alice, mallory = Session(harness, pipe, "alice"), Session(harness, pipe, "mallory")
-    seq = _ids((await alice.type("/memory add My PIN hint is the cat's birthday"))[0])[0]
-    for command in (f"/memory forget {seq}", f"/memory edit {seq} hacked",
-                    f"/memory assign_bank {seq} interaction_patterns"):
+    code = _ids((await alice.type("/memory add My PIN hint is the cat's birthday"))[0])[0]
+    for command in (f"/memory forget {code}", f"/memory edit {code} hacked",
+                    f"/memory assign_bank {code} interaction_patterns"):
         answer, _ = await mallory.type(command)
-        assert answer == f"That didn't work: there is no memory \\#{seq} that this chat may see."
+        assert answer == f"That didn't work: there is no memory {code} that this chat may see."
     assert live.client.get("/v1/users/alice/memories").json()["total"] == 1
 
 
@@ -142,11 +142,11 @@ async def test_forget_removes_a_memory_from_everything_the_next_turn_sees(
     await dana.type("My spare key is under the blue flowerpot.")
     live.wait_for_extraction()
     listing, _ = await dana.type("/memory list")
-    seq = _ids(listing)[0]
+    code = _ids(listing)[0]
     dana.new_chat()
     _, before = await dana.type("Where's my spare key?")
     assert "flowerpot" in json.dumps(before["messages"])
-    assert (await dana.type(f"/memory forget {seq}"))[0].startswith(f"Forgotten `#{seq}`")
+    assert (await dana.type(f"/memory forget {code.upper()}"))[0].startswith(f"Forgotten `{code}`")
     dana.new_chat()
     _, after = await dana.type("Where's my spare key?")
     assert "flowerpot" not in json.dumps(after["messages"])
