@@ -87,6 +87,9 @@ class Settings(BaseSettings):
         description="Default token budget of the injected memories (the filter valve wins).")
     max_injected: int = Field(default=20, alias="MEMORY_MAX_INJECTED", ge=0, le=200,
                               description="Most memories injected into one turn.")
+    context_deadline_s: float = Field(
+        default=0.5, alias="MEMORY_CONTEXT_DEADLINE_S", gt=0, le=30,
+        description="The service's own inlet deadline; past it only the cached profile is sent.")
     llm_relevance: bool = Field(
         default=False, alias="MEMORY_LLM_RELEVANCE",
         description="Let the LLM judge memories in the 0.7–0.93 band (cached; adds latency).")
@@ -195,8 +198,8 @@ class Settings(BaseSettings):
                     "least_relevant (low confidence, long unused).")
     consolidation_guard_share: float = Field(
         default=0.5, alias="MEMORY_CONSOLIDATION_GUARD", gt=0, le=1,
-        description="A run that would retire more than this share of an owner's active "
-                    "memories is refused.")
+        description="A run that would lower an owner's active memories by more than this "
+                    "share (merged minus summaries, plus pruned) is refused.")
 
 
 @lru_cache(maxsize=1)

@@ -111,7 +111,7 @@ async def _summarize(owners: list[Owner] | None, *, dry_run: bool, show_text: bo
                 "the summarizer needs an LLM: set LLM_BASE_URL and LLM_MODEL (or use --dry-run)")
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                      transient=True) as progress:
+                      transient=True, disable=not console.is_terminal) as progress:
             task = progress.add_task("summarizing", total=None)
 
             def on_owners(n: int) -> None:

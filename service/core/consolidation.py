@@ -15,8 +15,9 @@ A run looks at one owner (a user, or a folder) at a time:
    texts together fit in a summary.
 3. **Pruning** beyond the per-owner cap (200) archives the oldest (`fifo`) or least relevant
    (`least_relevant`) memories that are past the age gate.
-4. **The guard** refuses the owner's whole run when it would retire (archive) more than
-   `guard_share` of the owner's active memories.
+4. **The guard** refuses the owner's whole run when it would lower the owner's active count
+   by more than `guard_share` (the net loss: merged sources minus their summaries, plus
+   pruned memories).
 
 The daily run clusters to a fixpoint: the memories it leaves unmerged would not cluster
 again, so a second run with the same memories finds nothing to do (idempotency). The limit
@@ -119,7 +120,7 @@ class ConsolidationParams:
     trigger_share: float = 0.8  #: the limit trigger fires at this share of the cap
     free_share: float = 0.2  #: a limit-triggered run frees this share of the cap
     prune_strategy: PruneStrategy = PruneStrategy.FIFO  #: beyond the cap (seeds/001: fifo)
-    guard_share: float = 0.5  #: most of an owner's active memories one run may retire
+    guard_share: float = 0.5  #: largest net fall of an owner's active count in one run
     half_life_days: float = 60.0  #: recency half-life for `least_relevant` (DESIGN §6.2)
 
     @property
@@ -422,7 +423,7 @@ def plan_owner(
     once more (so the next run finds nothing). Limit run: eligibility ignores the age gate,
     and whole clusters are taken oldest first (by their newest member) until they free
     `free_target` memories; then the same pruning. In both, the guard refuses the plan when
-    it retires more than `guard_share` of `active_before`.
+    it lowers the active count by more than `guard_share` of `active_before`.
 
     Args:
         entries: every active memory of the owner (all banks), with vectors and pins.
@@ -470,13 +471,19 @@ def plan_owner(
 
 
 def _guard(plan: OwnerPlan, params: ConsolidationParams) -> str | None:
-    """The retirement guard (case 19): a run may archive at most `guard_share` of the
-    owner's active memories; beyond that the whole run is refused, never trimmed."""
-    if plan.active_before == 0 or plan.retired <= params.guard_share * plan.active_before:
+    """The loss guard (case 19): a run may lower the owner's active count by at most
+    `guard_share` of it; beyond that the whole run is refused, never trimmed.
+
+    The loss is the net fall of the active count — sources merged minus the summaries that
+    replace them, plus pruned memories — so merging 2 duplicates of a 3-memory user (a loss
+    of 1) passes, while collapsing 100 memories into 10 summaries (a loss of 90) does not.
+    """
+    loss = plan.active_before - plan.active_after
+    if plan.active_before == 0 or loss <= params.guard_share * plan.active_before:
         return None
-    return (f"the run would retire {plan.retired} of {plan.active_before} active memories "
-            f"({plan.retired / plan.active_before:.0%}); the guard allows at most "
-            f"{params.guard_share:.0%}")
+    return (f"the run would lower the active memories from {plan.active_before} to "
+            f"{plan.active_after} (−{loss / plan.active_before:.0%}); the guard allows at most "
+            f"−{params.guard_share:.0%}")
 
 
 # --- the summary contract with the LLM ------------------------------------------------------

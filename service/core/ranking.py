@@ -21,6 +21,7 @@ from datetime import datetime
 import numpy as np
 
 from service.core.records import Candidate, Memory, RankedMemory
+from service.core.safety import redact_secrets
 from service.core.tokens import estimate_tokens
 
 
@@ -243,8 +244,8 @@ def split_core(
 
 
 def render_item(item: RankedMemory) -> str:
-    """One injected line: `- [YYYY-MM-DD] content`."""
-    return f"- [{item.memory.created_at:%Y-%m-%d}] {item.memory.content}"
+    """One injected line: `- [YYYY-MM-DD] content`, credentials redacted."""
+    return f"- [{item.memory.created_at:%Y-%m-%d}] {redact_secrets(item.memory.content)}"
 
 
 RECALL_HEADER = "I recall the following about you:"

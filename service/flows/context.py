@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 from datetime import UTC, datetime
 
 import numpy as np
 
-from service.core import privacy, ranking
+from service.core import privacy, ranking, safety
 from service.core.records import ChatContext, RankedMemory, ReadScope
 from service.core.ranking import RankingParams
 from service.core.tokens import estimate_tokens
@@ -15,6 +19,8 @@ from service.flows import profile as profile_flow
 from service.flows import relevance
 from service.flows.runtime import Runtime
 from service.storage import memories, user_state
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +77,10 @@ async def build_context(
 ) -> ContextResult:
     """Rank the memories this chat may read against `message` and render the block.
 
+    Within `MEMORY_CONTEXT_DEADLINE_S` (the service's own inlet deadline); past it the turn
+    degrades to the cached core profile, then to nothing, so the filter never times out
+    because of a slow database or model.
+
     Args:
         chat: the turn's context; its read scope is applied inside the SQL (DESIGN §3).
         message: text of the last user message.
@@ -81,27 +91,70 @@ async def build_context(
     if not scope or not message.strip():
         return ContextResult("", [], None, "no memory for this kind of chat" if not scope
                              else "nothing to look up")
-    now = now or datetime.now(UTC)
+    try:
+        return await asyncio.wait_for(
+            _build(rt, chat=chat, scope=scope, message=message, budget_tokens=budget_tokens,
+                   now=now or datetime.now(UTC)),
+            timeout=rt.settings.context_deadline_s)
+    except TimeoutError:
+        log.warning("context deadline of %.2f s passed; answering with the cached profile",
+                    rt.settings.context_deadline_s)
+        profile = profile_flow.cached_profile(user_id=chat.user_id,
+                                              collaborative=chat.collaborative)
+        return ContextResult(ranking.render_block(profile=profile, core=[], items=[]), [],
+                             profile, DEGRADED)
+
+
+DEGRADED = "memory was slow: answered with the cached profile only"
+
+
+async def _build(
+    rt: Runtime, *, chat: ChatContext, scope: ReadScope, message: str,
+    budget_tokens: int | None, now: datetime,
+) -> ContextResult:
     params = rt.ranking_params(budget_tokens)
     relevant = await retrieve(rt, scope=scope, query=message, now=now, limit=params.max_items,
                               params=params, apply_gate=True)
     profile = await profile_flow.profile_for(rt, user_id=chat.user_id,
                                              collaborative=chat.collaborative)
-    async with rt.db.unit_of_work() as session:
-        core = [] if profile else await memories.core_memories(
-            session, scope=scope, limit=rt.settings.core_max_items)
-        core_items, relevant = ranking.split_core(core, relevant, budget_tokens=params.budget_tokens)
-        budget = params.budget_tokens - ranking.cost(core_items) - estimate_tokens(profile or "")
-        chosen = ranking.fit_budget(relevant, budget_tokens=max(budget, 0),
-                                    max_items=params.max_items)
-        used = [*core_items, *chosen]
-        at = datetime.now(UTC)
-        await memories.mark_used(session, memory_ids=[m.memory.id for m in used], at=at)
-        if chat.chat_id:
-            await user_state.record_injection(
-                session, user_id=chat.user_id, chat_id=chat.chat_id, at=at,
-                items=[{"seq": m.memory.seq, "similarity": round(m.similarity, 4),
-                        "score": round(m.score, 4)} for m in used])
+    core = []
+    if not profile:
+        async with rt.db.unit_of_work() as session:
+            core = await memories.core_memories(session, scope=scope,
+                                                limit=rt.settings.core_max_items)
+    # read-time guard: nothing instruction-like is injected, whatever was stored earlier
+    relevant = [r for r in relevant if not safety.looks_like_instruction(r.memory.content)]
+    core = [m for m in core if not safety.looks_like_instruction(m.content)]
+    core_items, relevant = ranking.split_core(core, relevant, budget_tokens=params.budget_tokens)
+    budget = params.budget_tokens - ranking.cost(core_items) - estimate_tokens(profile or "")
+    chosen = ranking.fit_budget(relevant, budget_tokens=max(budget, 0), max_items=params.max_items)
+    used = [*core_items, *chosen]
+    if used:
+        _in_background(_record_use(rt, chat=chat, used=used))
     block = ranking.render_block(profile=profile, core=core_items, items=chosen)
     status = f"{len(used)} memories recalled" if used or profile else "no relevant memories"
     return ContextResult(block, used, profile, status)
+
+
+async def _record_use(rt: Runtime, *, chat: ChatContext, used: list[RankedMemory]) -> None:
+    """Last-used times and the `/memory why` record, written after the answer went out."""
+    at = datetime.now(UTC)
+    try:
+        async with rt.db.unit_of_work() as session:
+            await memories.mark_used(session, memory_ids=[m.memory.id for m in used], at=at)
+            if chat.chat_id:
+                await user_state.record_injection(
+                    session, user_id=chat.user_id, chat_id=chat.chat_id, at=at,
+                    items=[{"seq": m.memory.seq, "similarity": round(m.similarity, 4),
+                            "score": round(m.score, 4)} for m in used])
+    except Exception:
+        log.exception("could not record which memories were used")
+
+
+_pending: set[asyncio.Task[None]] = set()
+
+
+def _in_background(coro: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(coro)
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)

@@ -183,5 +183,6 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
     for forgotten in chain:
         rt.relevance_cache.forget(forgotten)
     for user_id in withdrawn:
+        profile_flow.drop_cached(user_id)
         await profile_flow.request_refresh(rt, user_id=user_id)
     return len(chain)

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 
+from cachetools import TTLCache
 from procrastinate import exceptions as job_errors
 
 from service.core import profile as policy
@@ -56,6 +57,7 @@ async def refresh_profile(rt: Runtime, *, user_id: str, view: ProfileView,
             return "unchanged"
         await profiles.put(session, profile=profiles.Profile(
             user_id, view.value, text, tuple(m.id for m in recent), mark, datetime.now(UTC)))
+    drop_cached(user_id)
     return "written"
 
 
@@ -71,13 +73,32 @@ async def request_refresh(rt: Runtime, *, user_id: str) -> None:
             pass
 
 
+# Last profile text read per (user, view), for the inlet's degraded path only (the database
+# is too slow to ask). Entries live 60 s and are dropped at once when this process withdraws
+# a profile; the normal path always reads the database.
+_recent: TTLCache[tuple[str, str], str] = TTLCache(maxsize=5_000, ttl=60)
+
+
+def cached_profile(*, user_id: str, collaborative: bool) -> str | None:
+    """The profile text read for this user and view in the last minute, if any."""
+    return _recent.get((user_id, policy.view_for(collaborative=collaborative).value))
+
+
+def drop_cached(user_id: str) -> None:
+    """Forget the cached profile texts of a user (after a withdrawal or a rewrite)."""
+    for view in ProfileView:
+        _recent.pop((user_id, view.value), None)
+
+
 async def profile_for(rt: Runtime, *, user_id: str, collaborative: bool) -> str | None:
     """The stored profile text a chat may see; stale ones trigger a background refresh."""
     view = policy.view_for(collaborative=collaborative)
     async with rt.db.unit_of_work() as session:
         found = await profiles.get(session, user_id=user_id, view=view.value)
     if found is None:
+        _recent.pop((user_id, view.value), None)
         return None
+    _recent[(user_id, view.value)] = found.content
     if datetime.now(UTC) - found.built_at > timedelta(hours=rt.settings.profile_refresh_hours):
         _background(request_refresh(rt, user_id=user_id))  # user returns after a while
     return found.content
