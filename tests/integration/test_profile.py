@@ -49,10 +49,11 @@ def test_profile_is_written_from_readable_banks_and_withdrawn_on_forget(service_
         for fact in PATTERNS:
             live.client.post("/v1/users/pat/memories",
                              json={"content": fact, "bank": "interaction_patterns"})
-        private = _wait_for(lambda: _context(live)["profile"])
-        shared = _wait_for(lambda: _context(live, collaborative=True)["profile"])
-    assert private == "PROFILE: " + "; ".join(sorted(PERSONAL + PATTERNS))
-    assert shared == "PROFILE: " + "; ".join(sorted(PATTERNS))
+        # profiles are rewritten as memories arrive; wait for the one over all of them
+        private = "PROFILE: " + "; ".join(sorted(PERSONAL + PATTERNS))
+        shared = "PROFILE: " + "; ".join(sorted(PATTERNS))
+        _wait_for(lambda: _context(live)["profile"] == private)
+        _wait_for(lambda: _context(live, collaborative=True)["profile"] == shared)
     block = _context(live)["block"]
     assert block.startswith(f"<userMemories>\n{private}\n</userMemories>")
     # forgetting a source withdraws the profile before the next turn
