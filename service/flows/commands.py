@@ -78,7 +78,11 @@ def _hidden_note(chat: ChatContext) -> str:
 async def _search(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     query = command.args
     if not query:
-        return "What should I look for? Example: `/memory search bike`"
+        return "What should I look for? Example: `/memory search bike` or `/memory search bike; Sam`"
+    if ";" in query:
+        found = await memory_flow.keyword_search(rt, scope=scope, text=query,
+                                                 limit=SEARCH_LIMIT)
+        return _search_answer(chat, query, found)
     vector = await rt.encoder.encode_one(query)
     async with rt.db.unit_of_work() as session:
         semantic = await memories.search(session, scope=scope, query_vector=vector,
@@ -92,10 +96,14 @@ async def _search(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
     for rank, cand in enumerate(keyword):
         score = fused.get(cand.memory.seq, (0.0, cand.memory))[0] + 1 / (_RRF_K + rank + 1)
         fused[cand.memory.seq] = (score, cand.memory)
-    found = sorted(fused.values(), key=lambda pair: (-pair[0], pair[1].seq))[:SEARCH_LIMIT]
+    ordered = sorted(fused.values(), key=lambda pair: (-pair[0], pair[1].seq))[:SEARCH_LIMIT]
+    return _search_answer(chat, query, [m for _, m in ordered])
+
+
+def _search_answer(chat: ChatContext, query: str, found: list[Memory]) -> str:
     if not found:
         return f"No memory matches “{text.escape_markdown(query)}”.{_hidden_note(chat)}"
-    lines = "\n".join(text.memory_line(m) for _, m in found)
+    lines = "\n".join(text.memory_line(m) for m in found)
     return f"**Memories matching “{text.escape_markdown(query)}”** ({len(found)}):\n\n{lines}"
 
 

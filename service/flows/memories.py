@@ -50,6 +50,14 @@ async def list_for_user(
             offset=offset)
 
 
+async def keyword_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int) -> list[Memory]:
+    """Memories containing any of the `;`-separated phrases of `text`, most relevant first."""
+    async with rt.db.unit_of_work() as session:
+        found = await memories.phrase_search(session, scope=scope,
+                                             phrases=memories.split_phrases(text), limit=limit)
+    return [c.memory for c in found]
+
+
 async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -> list[Memory]:
     """Everything of the user's that still has content, oldest first."""
     async with rt.db.unit_of_work() as session:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     TextClause,
     bindparam,
     func,
+    literal_column,
     or_,
     select,
     tuple_,
@@ -239,6 +240,46 @@ async def keyword_search(
                                cosine=1.0 - distance, vector=row[0].embedding,
                                text_rank=float(row[1])))
     return found
+
+
+MAX_PHRASES = 60
+"""Most `;`-separated phrases one keyword search takes (seeds/002's term cap)."""
+
+
+def split_phrases(text: str) -> list[str]:
+    """`a; b c; ;d` → ["a", "b c", "d"]: non-empty phrases, at most MAX_PHRASES."""
+    phrases = [" ".join(p.split()) for p in text.split(";")]
+    return [p[:200] for p in phrases if p][:MAX_PHRASES]
+
+
+async def phrase_search(
+    session: AsyncSession, *, scope: ReadScope, phrases: Sequence[str], limit: int
+) -> list[Candidate]:
+    """Active memories in `scope` containing any of `phrases` (each matched as a phrase,
+    English-stemmed or as written), best `ts_rank` first.
+
+    `phraseto_tsquery` parses plain text, so quotes, operators and other characters in a
+    phrase never make a query invalid.
+    """
+    phrases = [p for p in phrases if p.strip()][:MAX_PHRASES]
+    if not scope or limit <= 0 or not phrases:
+        return []
+    parts = [func.phraseto_tsquery(literal_column(f"'{config}'::regconfig"),
+                                   bindparam(f"phrase_{config}_{i}", phrase, type_=Text))
+             for i, phrase in enumerate(phrases) for config in ("english", "simple")]
+    query = parts[0]
+    for part in parts[1:]:
+        query = query.op("||")(part)
+    rank = func.ts_rank(MemoryRow.tsv, query).label("rank")
+    stmt = (
+        select(MemoryRow, rank)
+        .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value,
+               MemoryRow.tsv.op("@@")(query))
+        .order_by(rank.desc(), MemoryRow.seq)
+        .limit(limit)
+    )
+    return [Candidate(memory=to_record(row), similarity=0.0, cosine=0.0, vector=row.embedding,
+                      text_rank=float(r)) for row, r in (await session.execute(stmt)).all()]
 
 
 async def export_rows(session: AsyncSession, *, scope: ReadScope) -> list[Memory]:

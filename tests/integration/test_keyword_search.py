@@ -51,3 +51,31 @@ async def test_keyword_search_stays_inside_the_scope(db: Database) -> None:
     scope = ReadScope((Scope(OwnerKind.USER, "someone-else", Bank.PERSONAL),))
     async with db.unit_of_work() as session:
         assert await memories.keyword_search(session, scope=scope, text="bike", limit=5) == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("cargo bike; running club", [FACTS[0], FACTS[3]]),
+    ("bike cargo", []),  # a phrase keeps its word order
+    ("ZX-9912; \"quoted\" & | ! ( ) :* '", [FACTS[2]]),
+    (";;; ;", []),
+    ("; ".join(["nothing"] * 100) + "; Käsespätzle", []),  # phrases past the 60th are ignored
+])
+async def test_phrase_search_ors_phrases_and_never_fails_on_odd_characters(
+    db: Database, text: str, expected: list[str]
+) -> None:
+    scope = ReadScope((Scope(OwnerKind.USER, "kw", Bank.PERSONAL),))
+    async with db.unit_of_work() as session:
+        found = await memories.phrase_search(session, scope=scope,
+                                             phrases=memories.split_phrases(text), limit=10)
+    assert sorted(c.memory.content for c in found) == sorted(expected)
+
+
+def test_search_api_takes_phrases(service) -> None:  # type: ignore[no-untyped-def]
+    for fact in FACTS:
+        service.client.post("/v1/users/kw/memories", json={"content": fact})
+    answer = service.client.get("/v1/users/kw/memories/search",
+                                params={"q": "running club; cargo bike"})
+    assert answer.status_code == 200
+    assert sorted(m["content"] for m in answer.json()["items"]) == sorted([FACTS[0], FACTS[3]])
+    assert service.client.get("/v1/users/kw/memories/search",
+                              params={"q": "\"'();:*&|!"}).json() == {"items": [], "total": 0}

@@ -37,6 +37,21 @@ async def add_memory(body: MemoryCreate, rt: RuntimeDep, user_id: str = UserId) 
     return MemoryRead.from_record(memory)
 
 
+@router.get("/search", response_model=MemoryList)
+async def search_memories(
+    rt: RuntimeDep, user_id: str = UserId,
+    q: str = Query(min_length=1, max_length=4_000,
+                   description="keywords; `;` separates phrases, e.g. `cargo bike; Sam`"),
+    folder_id: str | None = Query(default=None, max_length=255),
+    limit: int = Query(default=20, ge=1, le=200),
+) -> MemoryList:
+    """Keyword search: each `;`-separated phrase (at most 60) matched as a phrase, any of them,
+    most relevant first. Any characters are allowed."""
+    found = await memories.keyword_search(
+        rt, scope=memories.owned_scope(user_id, folder_id=folder_id), text=q, limit=limit)
+    return MemoryList(items=[MemoryRead.from_record(m) for m in found], total=len(found))
+
+
 @router.get("/export")
 async def export_memories(
     rt: RuntimeDep, user_id: str = UserId,
