@@ -30,6 +30,15 @@ def text_ratio(a: str, b: str) -> float:
     return float(fuzz.ratio(normalize_text(a), normalize_text(b))) / 100.0
 
 
+CONFIRMATION_GAIN = 0.3
+"""Share of the remaining doubt (1 − confidence) removed each time a fact is stated again."""
+
+
+def confirmed_confidence(confidence: float) -> float:
+    """Confidence after the fact was stated once more: 1 − (1 − c)·(1 − 0.3), in [0, 1]."""
+    return round(min(1.0, 1.0 - (1.0 - confidence) * (1.0 - CONFIRMATION_GAIN)), 4)
+
+
 def find_duplicate(
     content: str,
     neighbours: Iterable[tuple[Memory, float]],

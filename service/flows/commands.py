@@ -14,7 +14,16 @@ from datetime import UTC, datetime
 from service.core import commands as text
 from service.core import privacy
 from service.core.commands import Command, CommandName
-from service.core.records import Bank, ChatContext, ChatKind, Memory, ReadScope, Scope, Status
+from service.core.records import (
+    Bank,
+    ChatContext,
+    ChatKind,
+    Memory,
+    ReadScope,
+    Scope,
+    SourceKind,
+    Status,
+)
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import memories as memory_flow
 from service.flows import profile as profile_flow
@@ -256,6 +265,9 @@ async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
                 session, scope=scope, seq=int(item["seq"]),
                 statuses=(Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED))
             numbers = f"similarity {item['similarity']:.2f}, score {item['score']:.2f}"
+            if found is not None:
+                numbers += (f", confidence {found.confidence:.2f}, "
+                            f"{_PROVENANCE[found.source_kind]}")
             if found is None:
                 lines.append(f"- `{text.encode_id(int(item['seq']))}` (forgotten or not "
                              f"visible here) — {numbers}")
@@ -295,6 +307,12 @@ async def _resume(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
                                     at=datetime.now(UTC))
     return "Resumed: I learn from your chats again."
 
+
+_PROVENANCE = {
+    SourceKind.EXTRACTION: "learned from a chat",
+    SourceKind.MANUAL: "added by hand",
+    SourceKind.SUMMARY: "summary of older memories",
+}
 
 _HANDLERS = {
     CommandName.HELP: _help, CommandName.LIST: _list, CommandName.SEARCH: _search,

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service import observability
 from service.core import dedup, privacy, safety
 from service.core.extraction import (
     REPAIR_PROMPT,
@@ -55,6 +56,7 @@ async def run_extraction(rt: Runtime, *, turn_id: int) -> ExtractionOutcome:
     async with rt.db.unit_of_work() as session:
         turn = await turns.get_for_update(session, turn_id=turn_id)
         if turn is None or turn.status is not TurnStatus.QUEUED:
+            observability.record_extraction("already_done")
             return ExtractionOutcome("already_done", detail="turn already processed")
         await turns.lock_sender(session, user_id=turn.user_id)
         chat = chat_from_json(turn.payload["chat"])
@@ -73,9 +75,11 @@ async def run_extraction(rt: Runtime, *, turn_id: int) -> ExtractionOutcome:
         except ExtractionOutputInvalid as exc:
             await turns.finish(session, turn_id=turn_id, status=TurnStatus.FAILED, error=str(exc))
             log.warning("extraction of turn %s failed: %s", turn_id, exc)
+            observability.record_extraction("invalid_output")
             return ExtractionOutcome("failed", detail=str(exc))
         await turns.finish(session, turn_id=turn_id, status=TurnStatus.DONE,
                            memories_written=written)
+    observability.record_extraction("written" if written else "nothing_new")
     await consolidation.defer_if_near_cap(rt, user_id=turn.user_id, folder_id=chat.folder_id,
                                           written=written)
     return ExtractionOutcome("done", written=written, user_id=turn.user_id)
@@ -87,6 +91,7 @@ async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
         turn = await turns.get_for_update(session, turn_id=turn_id)
         if turn is not None and turn.status is TurnStatus.QUEUED:
             await turns.finish(session, turn_id=turn_id, status=TurnStatus.FAILED, error=error)
+            observability.record_extraction("gave_up")
 
 
 async def _extract(
@@ -151,6 +156,16 @@ async def _apply(
     duplicate = dedup.find_duplicate(content, pairs, text_threshold=rt.settings.dedup_text_ratio,
                                      cosine_threshold=rt.settings.dedup_cosine)
     if duplicate is not None:
+        # Said again: the fact is more certain now (case 11: one row, higher confidence).
+        raised = dedup.confirmed_confidence(duplicate.confidence)
+        if raised > duplicate.confidence:
+            await memories.set_confidence(session, memory_id=duplicate.id, confidence=raised,
+                                          at=now)
+            await audit.record(session, memory_id=duplicate.id, owner_id=duplicate.owner_id,
+                               actor=actor, action="confirm",
+                               reason=f"stated again in chat {chat.chat_id}",
+                               before={"confidence": duplicate.confidence},
+                               after={"confidence": raised})
         return 0
     if target is not None and dedup.text_ratio(content, target.content) > rt.settings.dedup_text_ratio:
         return 0

@@ -335,6 +335,15 @@ async def supersede(
     )
 
 
+async def set_confidence(
+    session: AsyncSession, *, memory_id: uuid.UUID, confidence: float, at: datetime
+) -> None:
+    """Change a memory's confidence (a repeated statement confirms it)."""
+    await session.execute(
+        update(MemoryRow).where(MemoryRow.id == memory_id)
+        .values(confidence=confidence, updated_at=at, version=MemoryRow.version + 1))
+
+
 async def set_status(
     session: AsyncSession, *, memory_id: uuid.UUID, status: Status, at: datetime
 ) -> None:

@@ -184,6 +184,7 @@ async def test_why_shows_what_went_into_the_last_reply(harness, pipe, live) -> N
     why, _ = await erin.type("/memory why")
     assert why.startswith("**Memories used for the last reply**")
     assert "I drink oat milk in my coffee — similarity" in why
+    assert ", confidence 1.00, added by hand" in why
 
 
 async def test_shared_chats_never_list_or_add_personal_memories(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]

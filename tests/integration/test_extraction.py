@@ -112,6 +112,8 @@ def test_same_fact_again_is_not_stored_twice(extracting: LiveService, llm: LLMSt
                                                        chat={**CHAT, "chat_id": f"s{i}"}))
     extracting.wait_for_extraction()
     assert _active(extracting) == ["User likes cats."]
+    items = extracting.client.get("/v1/users/u1/memories").json()["items"]
+    assert items[0]["confidence"] == 0.951  # 0.9 confirmed twice: 1 - 0.1 * 0.7 * 0.7
 
 
 def test_update_supersedes_the_shown_memory_and_keeps_history(
