@@ -6,14 +6,14 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
 from service.core import privacy, ranking, safety
-from service.core.records import ChatContext, RankedMemory, ReadScope
 from service.core.ranking import RankingParams
+from service.core.records import ChatContext, RankedMemory, ReadScope
 from service.core.tokens import estimate_tokens
 from service.flows import profile as profile_flow
 from service.flows import relevance

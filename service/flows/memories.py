@@ -12,8 +12,8 @@ import numpy as np
 from service.core import safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
-from service.flows.runtime import Runtime
 from service.flows import profile as profile_flow
+from service.flows.runtime import Runtime
 from service.storage import audit, memories, profiles
 
 

@@ -2,7 +2,6 @@
 
 import asyncio
 import copy
-import json
 import time
 
 import pytest
