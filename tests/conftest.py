@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -27,13 +29,19 @@ _db_counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """The embedded PostgreSQL 16 + pgvector for the whole run."""
+def pg_server() -> Iterator[object]:
+    """The embedded PostgreSQL 16 + pgvector for the whole run.
+
+    Its data lives in a folder of its own, not under pytest's temp root: pytest prunes old
+    runs' folders there, which would pull the data dir away from a run going on beside it.
+    """
     import pgserver
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg") / "pgdata")
+    folder = Path(tempfile.mkdtemp(prefix="memory-tests-pg-"))
+    server = pgserver.get_server(folder / "pgdata")
     yield server
     server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _admin_url(server: object, database: str = "postgres") -> str:

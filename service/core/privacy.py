@@ -26,6 +26,9 @@ def _cells(chat: ChatContext) -> list[Scope]:
     cells.append(Scope(OwnerKind.USER, chat.user_id, Bank.INTERACTION))
     if chat.folder_id:
         cells.append(Scope(OwnerKind.FOLDER, chat.folder_id, Bank.PROJECT))
+    if chat.chat_id and chat.kind in (ChatKind.SAVED, ChatKind.CHANNEL):
+        # everyone in the chat already sees the conversation these facts come from
+        cells.append(Scope(OwnerKind.CHAT, chat.chat_id, Bank.CHAT))
     return cells
 
 

@@ -15,11 +15,18 @@ class Bank(StrEnum):
     PERSONAL = "personal"  #: identity and private facts of one user
     INTERACTION = "interaction_patterns"  #: how one user likes to be answered and works
     PROJECT = "project"  #: facts about the shared work of one folder
+    CHAT = "chat"  #: facts about one conversation only, read only in that chat
 
     @property
     def title(self) -> str:
         """Human name of the bank."""
         return _BANK_TITLES[self]
+
+    @property
+    def owner_kind(self) -> OwnerKind:
+        """Who owns memories of this bank: a user, a folder or a chat."""
+        return {Bank.PROJECT: OwnerKind.FOLDER, Bank.CHAT: OwnerKind.CHAT}.get(
+            self, OwnerKind.USER)
 
     @classmethod
     def parse(cls, text: str) -> Bank:
@@ -33,9 +40,11 @@ class Bank(StrEnum):
             if key in (bank.value.replace("_", " "), bank.title.lower()):
                 return bank
         alias = {"interaction": cls.INTERACTION, "patterns": cls.INTERACTION,
-                 "project memory": cls.PROJECT, "projects": cls.PROJECT}.get(key)
+                 "project memory": cls.PROJECT, "projects": cls.PROJECT,
+                 "chat memory": cls.CHAT, "discussion": cls.CHAT, "this chat": cls.CHAT}.get(key)
         if alias is None:
-            raise ValueError(f"unknown bank {text!r}; use personal, interaction_patterns or project")
+            raise ValueError(f"unknown bank {text!r}; use personal, interaction_patterns, "
+                             "project or chat")
         return alias
 
 
@@ -43,6 +52,7 @@ _BANK_TITLES = {
     Bank.PERSONAL: "Personal",
     Bank.INTERACTION: "Interaction Patterns",
     Bank.PROJECT: "Project Memory",
+    Bank.CHAT: "Chat Memory",
 }
 
 
@@ -51,6 +61,7 @@ class OwnerKind(StrEnum):
 
     USER = "user"  #: Personal and Interaction Patterns belong to one user
     FOLDER = "folder"  #: Project Memory belongs to one Open WebUI folder
+    CHAT = "chat"  #: Chat Memory belongs to one chat (by its id)
 
 
 class Status(StrEnum):

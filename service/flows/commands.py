@@ -124,6 +124,8 @@ def _writable_cell(chat: ChatContext, bank: Bank) -> Scope:
         raise InvalidInput("a temporary chat never changes memories; use a normal chat")
     if bank is Bank.PROJECT:
         raise InvalidInput("Project Memory belongs to a folder; this chat is not in one")
+    if bank is Bank.CHAT:
+        raise InvalidInput("Chat Memory needs a saved chat")
     raise InvalidInput(f"{bank.title} memories cannot be changed in a shared chat")
 
 
@@ -173,8 +175,8 @@ async def _assign_bank(rt: Runtime, chat: ChatContext, scope: ReadScope, command
     found = await _find(rt, scope, token)
     _writable_cell(chat, found.bank)
     _writable_cell(chat, bank)
-    if (bank is Bank.PROJECT) != (found.bank is Bank.PROJECT):
-        raise InvalidInput("a memory cannot move between your own banks and a project's")
+    if bank.owner_kind is not found.bank.owner_kind:
+        raise InvalidInput("a memory can only move between your own two banks")
     memory = await memory_flow.edit(rt, scope=scope, memory_id=found.id, content=None, bank=bank,
                                     tags=None, actor=f"user:{chat.user_id}")
     return f"Moved to {bank.title}:\n\n{text.memory_line(memory)}"

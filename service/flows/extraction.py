@@ -98,7 +98,7 @@ async def _extract(
     rt: Runtime, session: AsyncSession, *, chat: ChatContext, scope: WriteScope, turn: TurnText,
     now: datetime, message_id: str,
 ) -> int:
-    allowed = [b for b in (Bank.PERSONAL, Bank.INTERACTION, Bank.PROJECT) if scope.scope_for(b)]
+    allowed = [b for b in Bank if scope.scope_for(b)]
     turn_vector = await rt.encoder.encode_one(turn.user_message)
     shown = await memories.search(session, scope=scope.as_read_scope(), query_vector=turn_vector,
                                   limit=rt.settings.extraction_neighbours)

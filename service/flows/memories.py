@@ -14,7 +14,7 @@ from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Sour
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
-from service.storage import audit, memories, profiles
+from service.storage import audit, memories, profiles, turns
 
 
 def owned_scope(user_id: str, *, folder_id: str | None = None,
@@ -86,6 +86,8 @@ async def add_for_user(
     """
     if bank is Bank.PROJECT and not folder_id:
         raise InvalidInput("a Project Memory needs the folder_id of its project")
+    if bank is Bank.CHAT:
+        raise InvalidInput("Chat Memory is added from inside its chat (/memory add chat: …)")
     cell = (Scope(OwnerKind.FOLDER, folder_id, bank) if bank is Bank.PROJECT and folder_id
             else Scope(OwnerKind.USER, user_id, bank))
     return await add(rt, cell=cell, content=content, tags=tags, actor=f"user:{user_id}")
@@ -141,8 +143,8 @@ async def edit(
         before = await memories.get(session, scope=scope, memory_id=memory_id)
         if before is None:
             raise MemoryNotFound(f"no memory {memory_id} for this user")
-        if bank is not None and (bank is Bank.PROJECT) != (before.bank is Bank.PROJECT):
-            raise InvalidInput("a memory cannot move between a user's banks and a project")
+        if bank is not None and bank.owner_kind is not before.bank.owner_kind:
+            raise InvalidInput("a memory can only move between a user's own two banks")
         await memories.update_fields(session, memory_id=memory_id, at=now, content=text, bank=bank,
                                      tags=tags, embedding=vector,
                                      embedding_model=rt.encoder.model_name)
@@ -162,6 +164,33 @@ async def forget_for_user(rt: Runtime, *, user_id: str, memory_id: uuid.UUID,
     """Forget one of the user's memories (see `forget`). Raises MemoryNotFound."""
     return await forget(rt, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id,
                         actor=f"user:{user_id}")
+
+
+async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> int:
+    """Forget every Chat Memory of deleted chats (content-free tombstones stay).
+
+    Returns:
+        Number of memories forgotten.
+    """
+    if not chat_ids:
+        return 0
+    scope = ReadScope(tuple(Scope(OwnerKind.CHAT, c, Bank.CHAT) for c in chat_ids))
+    async with rt.db.unit_of_work() as session:
+        rows = await memories.export_rows(session, scope=scope)
+    count = 0
+    for memory in rows:
+        try:
+            count += await forget(rt, scope=scope, memory_id=memory.id, actor=actor) and 1
+        except MemoryNotFound:
+            continue  # an earlier version already forgotten with its successor
+    return count
+
+
+async def forget_chats_of_user(rt: Runtime, *, user_id: str, actor: str) -> int:
+    """Forget the Chat Memory of every chat the user handed turns over from."""
+    async with rt.db.unit_of_work() as session:
+        chat_ids = await turns.chat_ids_of(session, user_id=user_id)
+    return await forget_chat(rt, chat_ids=chat_ids, actor=actor)
 
 
 async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: str) -> int:

@@ -87,6 +87,12 @@ async def finish(
     )
 
 
+async def chat_ids_of(session: AsyncSession, *, user_id: str) -> list[str]:
+    """Every chat the user handed a turn over from."""
+    stmt = select(TurnRow.chat_id).where(TurnRow.user_id == user_id).distinct()
+    return sorted(str(c) for c in (await session.execute(stmt)).scalars() if c)
+
+
 async def waiting(session: AsyncSession) -> list[tuple[int, str]]:
     """(turn id, sender id) of turns still waiting for extraction, oldest first."""
     stmt = (select(TurnRow.id, TurnRow.user_id)

@@ -13,6 +13,7 @@ from service.flows import memories
 from service.flows.commands import export_json
 
 router = APIRouter(prefix="/v1/users/{user_id}/memories", tags=["memories"])
+chats = APIRouter(prefix="/v1", tags=["memories"])
 
 UserId = Path(min_length=1, max_length=255, description="Open WebUI user id")
 
@@ -88,3 +89,20 @@ async def forget_memory(memory_id: uuid.UUID, rt: RuntimeDep, user_id: str = Use
     """Forget a memory everywhere; only a content-free tombstone stays."""
     await memories.forget_for_user(rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@chats.delete("/chats/{chat_id}/memories")
+async def forget_chat_memories(
+    rt: RuntimeDep, chat_id: str = Path(min_length=1, max_length=255),
+) -> dict[str, int]:
+    """A chat was deleted in Open WebUI: forget its Chat Memory (the Memory Events function
+    calls this on `chat.deleted`)."""
+    return {"forgotten": await memories.forget_chat(rt, chat_ids=[chat_id],
+                                                    actor="openwebui:chat.deleted")}
+
+
+@chats.delete("/users/{user_id}/chat-memories")
+async def forget_all_chat_memories(rt: RuntimeDep, user_id: str = UserId) -> dict[str, int]:
+    """All of a user's chats were deleted: forget the Chat Memory of each."""
+    return {"forgotten": await memories.forget_chats_of_user(
+        rt, user_id=user_id, actor="openwebui:chat.deleted_all")}

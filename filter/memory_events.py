@@ -1,0 +1,65 @@
+"""
+title: Memory Events
+author: Memory Banks contributors
+version: 0.1.0
+required_open_webui_version: 0.12.0
+description: Companion of the Memory Banks filter. When a chat is deleted in Open WebUI, the memory service forgets the memories that belonged to that chat only.
+license: MIT
+"""
+
+import logging
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+
+log = logging.getLogger(__name__)
+
+
+class Event:
+    class Valves(BaseModel):
+        service_url: str = Field(
+            default="http://127.0.0.1:8765",
+            description="Base URL of the memory service.",
+        )
+        api_key: str = Field(
+            default="",
+            description="Bearer key of the memory service (MEMORY_API_KEY).",
+        )
+        timeout_s: float = Field(
+            default=5.0,
+            gt=0,
+            description="Seconds to wait for the service.",
+        )
+
+    def __init__(self) -> None:
+        self.valves = self.Valves()
+
+    async def event(
+        self,
+        event: Any = None,
+        __event_name__: str | None = None,
+        __user__: dict[str, Any] | None = None,
+    ) -> None:
+        """On `chat.deleted` / `chat.deleted_all`, ask the service to forget Chat Memory."""
+        data = event if isinstance(event, dict) else {}
+        data = data.get("data") if isinstance(data.get("data"), dict) else data
+        name = __event_name__ or (event.get("event") if isinstance(event, dict) else None)
+        try:
+            if name == "chat.deleted":
+                chat_id = data.get("chat_id") or data.get("id")
+                if isinstance(chat_id, str) and chat_id:
+                    await _delete(self.valves, f"/v1/chats/{chat_id}/memories")
+            elif name == "chat.deleted_all":
+                user_id = data.get("user_id") or (__user__ or {}).get("id")
+                if isinstance(user_id, str) and user_id:
+                    await _delete(self.valves, f"/v1/users/{user_id}/chat-memories")
+        except Exception as exc:  # an event handler must never break Open WebUI
+            log.warning("memory service did not take %s: %r", name, exc)
+
+
+async def _delete(valves: Event.Valves, path: str) -> None:
+    headers = {"Authorization": f"Bearer {valves.api_key}"} if valves.api_key else {}
+    async with httpx.AsyncClient(timeout=valves.timeout_s, trust_env=False) as client:
+        response = await client.delete(valves.service_url.rstrip("/") + path, headers=headers)
+    response.raise_for_status()
