@@ -86,4 +86,5 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.include_router(health.router)
     app.include_router(chat.router, dependencies=[Depends(require_key)])
     app.include_router(memories.router, dependencies=[Depends(require_key)])
+    app.include_router(memories.chats, dependencies=[Depends(require_key)])
     return app
