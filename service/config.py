@@ -163,13 +163,14 @@ class Settings(BaseSettings):
         default=7.0, alias="MEMORY_CONSOLIDATION_AGE_DAYS", ge=0,
         description="The daily summarizer merges only memories stated at least this many days ago.")
     consolidation_strategy: str = Field(
-        default="hybrid", alias="MEMORY_CONSOLIDATION_STRATEGY",
+        default="embeddings", alias="MEMORY_CONSOLIDATION_STRATEGY",
         pattern="^(embeddings|tags|hybrid)$",
         description="How memories are clustered: embeddings (greedy cosine), tags, or hybrid "
                     "(cosine, closer by 0.1 when a tag is shared).")
     consolidation_cosine: float = Field(
-        default=0.6, alias="MEMORY_CONSOLIDATION_COSINE", ge=0, le=1,
-        description="Minimum cosine of a memory to its cluster's centroid.")
+        default=0.85, alias="MEMORY_CONSOLIDATION_COSINE", ge=0, le=1,
+        description="Minimum cosine of a memory to its cluster's centroid (lower merges more "
+                    "and costs recall; docs/howto/summarizer.md).")
     consolidation_duplicate_cosine: float = Field(
         default=0.85, alias="MEMORY_CONSOLIDATION_DUPLICATE_COSINE", ge=0, le=1,
         description="Two memories this close (cosine) merge even without a third.")
@@ -177,7 +178,7 @@ class Settings(BaseSettings):
         default=3, alias="MEMORY_CONSOLIDATION_MIN_CLUSTER", ge=2, le=50,
         description="Fewest distinct memories merged into one summary.")
     consolidation_max_cluster: int = Field(
-        default=6, alias="MEMORY_CONSOLIDATION_MAX_CLUSTER", ge=2, le=50,
+        default=4, alias="MEMORY_CONSOLIDATION_MAX_CLUSTER", ge=2, le=50,
         description="Most memories merged into one summary.")
     consolidation_summary_max_chars: int = Field(
         default=600, alias="MEMORY_SUMMARY_MAX_CHARS", ge=100, le=4000,

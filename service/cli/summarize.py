@@ -16,7 +16,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -39,7 +39,8 @@ def summarize(
     user: list[str] = typer.Option(  # noqa: B008 - typer declares options this way
         [], "--user", metavar="ID", help="Consolidate this user's memories (repeatable)."),
     folder: list[str] = typer.Option(  # noqa: B008
-        [], "--folder", metavar="ID", help="Consolidate this folder's Project Memory (repeatable)."),
+        [], "--folder", metavar="ID",
+        help="Consolidate this folder's Project Memory (repeatable)."),
     all_owners: bool = typer.Option(
         False, "--all", help="Every user and folder with memories past the age gate."),
     dry_run: bool = typer.Option(
@@ -241,7 +242,7 @@ def _logging(verbose: bool) -> None:
         logging.getLogger("pgserver").setLevel(logging.WARNING)
 
 
-def _fail(exc: BaseException, verbose: bool) -> Any:
+def _fail(exc: BaseException, verbose: bool) -> NoReturn:
     causes: list[str] = []
     current: BaseException | None = exc
     while current is not None:

@@ -130,7 +130,8 @@ def short_id(memory: Memory) -> str:
 
 def memory_line(memory: Memory, *, extra: str = "") -> str:
     """One bullet: id, bank, date and the escaped content."""
-    tail = f" — {extra}" if extra else ""
+    merged = f" (merged from {memory.merged_from})" if memory.merged_from else ""
+    tail = f"{merged} — {extra}" if extra else merged
     return (f"- `{short_id(memory)}` {memory.bank.title} · {memory.created_at:%Y-%m-%d} · "
             f"{escape_markdown(memory.content)}{tail}")
 

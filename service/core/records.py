@@ -173,6 +173,7 @@ class Memory:
     last_used_at: datetime | None  #: last injection into a prompt
     superseded_by: uuid.UUID | None = None  #: newer version, when superseded
     version: int = 1  #: bumped on every change; part of every cache key
+    merged_from: int = 0  #: number of memories a summary was merged from (0: not a summary)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
+import numpy as np
 from procrastinate import exceptions as job_errors
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -48,6 +49,26 @@ from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
 from service.storage import audit, memories
 from service.storage import consolidation as store
+
+__all__ = [
+    "CONSOLIDATE_OWNER_TASK",
+    "CONSOLIDATION_QUEUE",
+    "SUMMARIZE_ALL_TASK",
+    "Outcome",
+    "Owner",
+    "OwnerResult",
+    "RestoreResult",
+    "RunReport",
+    "consolidate",
+    "defer_if_near_cap",
+    "defer_owner",
+    "due_owners",
+    "params_from",
+    "restore",
+    "run_daily",
+    "run_limit",
+    "summarize",
+]
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +166,7 @@ def params_from(settings: Settings) -> ConsolidationParams:
 
 
 async def due_owners(rt: Runtime, *, now: datetime) -> list[Owner]:
-    """Owners with at least one memory past the age gate, users first."""
+    """Owners with at least one memory past the age gate (folders, then users, by id)."""
     params = params_from(rt.settings)
     async with rt.db.unit_of_work() as session:
         found = await store.owners_due(session, stated_before=policy.cutoff(now, params))
@@ -267,7 +288,7 @@ async def _summarize_cluster(
 
 async def _apply(
     rt: Runtime, session: AsyncSession, *, owner: Owner, plan: OwnerPlan,
-    params: ConsolidationParams, ready: list[tuple[Cluster, SummaryDraft, object]],
+    params: ConsolidationParams, ready: list[tuple[Cluster, SummaryDraft, np.ndarray]],
     skipped: list[str], started: datetime,
 ) -> OwnerResult:
     """Write the summaries, archive their sources, prune — one transaction, all audited."""
@@ -290,8 +311,8 @@ async def _apply(
             continue
         summary = await store.insert_summary(
             session, owner_kind=owner.kind, owner_id=owner.id, draft=draft,
-            embedding=vector, embedding_model=rt.encoder.model_name, at=at)  # type: ignore[arg-type]
-        span = f"{draft.first_stated_at:%Y-%m-%d} – {draft.last_stated_at:%Y-%m-%d}"
+            embedding=vector, embedding_model=rt.encoder.model_name, at=at)
+        span = f"{draft.first_stated_at:%Y-%m-%d} to {draft.last_stated_at:%Y-%m-%d}"
         await audit.record(
             session, memory_id=summary.id, owner_id=owner.id, actor=ACTOR, action="create",
             reason=f"summary of {len(cluster.members)} memories stated {span} "
@@ -392,7 +413,7 @@ async def run_daily(rt: Runtime, *, timestamp: int | None = None) -> RunReport:
     """Job body of the periodic `summarize_all`; `timestamp` is the period's start (epoch s)."""
     report = await summarize(rt, now=datetime.now(UTC))
     log.info("daily summarizer (period %s): %d owners, %d applied, %d refused%s",
-             datetime.fromtimestamp(timestamp, UTC).isoformat() if timestamp else "–",
+             datetime.fromtimestamp(timestamp, UTC).isoformat() if timestamp else "-",
              len(report.results),
              report.count(Outcome.APPLIED), report.count(Outcome.REFUSED),
              f"; stopped: {report.stopped}" if report.stopped else "")

@@ -15,6 +15,7 @@ from service.errors import InvalidInput, MemoryNotFound
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
 from service.storage import audit, memories, profiles, turns
+from service.storage import consolidation as consolidation_store
 
 
 def owned_scope(user_id: str, *, folder_id: str | None = None,
@@ -211,6 +212,14 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         if found is None:
             raise MemoryNotFound(f"no memory {memory_id} for this user")
         chain = await memories.history_chain(session, memory_id=memory_id)
+        # A summary that repeats a forgotten memory goes too; its other sources come back.
+        for source in list(chain):
+            for summary in await consolidation_store.summaries_containing(
+                    session, scope=scope, memory_id=source):
+                await consolidation_store.restore_sources(session, scope=scope,
+                                                          summary_id=summary.id, at=now)
+                chain.append(summary.id)
+        chain = list(dict.fromkeys(chain))
         await memories.tombstone(session, memory_ids=chain, at=now)
         await audit.scrub(session, memory_ids=chain)
         # A profile written from a forgotten memory is withdrawn in the same transaction.

@@ -17,6 +17,8 @@ import procrastinate
 from service.flows import consolidation
 from service.flows.runtime import Runtime
 
+__all__ = ["DAILY_CRON", "DAILY_PERIODIC_ID", "QUEUE", "register"]
+
 DAILY_CRON = "0 3 * * *"
 """When the daily summarizer runs (minute hour day month weekday, UTC)."""
 DAILY_PERIODIC_ID = "daily_summarizer"

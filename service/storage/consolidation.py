@@ -117,7 +117,7 @@ async def current_versions(
         .order_by(MemoryRow.seq)
         .with_for_update()
     )
-    return {row_id: at for row_id, at in (await session.execute(stmt)).all()}
+    return dict((await session.execute(stmt)).tuples().all())
 
 
 async def insert_summary(

@@ -61,6 +61,7 @@ def to_record(row: MemoryRow) -> Memory:
         last_used_at=row.last_used_at,
         superseded_by=row.superseded_by,
         version=row.version,
+        merged_from=len(row.summary_of or ()),
     )
 
 

@@ -27,7 +27,7 @@ from service.jobs.app import build_job_app
 from service.llm.client import LLMClient
 from service.storage import consolidation as store
 from service.storage.db import Database
-from tests.support.extraction_replies import by_message, new_op, new_user_message
+from tests.support.extraction_replies import new_op, new_user_message
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
 from tests.support.summary_replies import faithful_merge, is_summary_request, with_summaries
@@ -74,9 +74,28 @@ QUESTIONS: list[tuple[str, str, str | None]] = [
 # --- fixtures and helpers -----------------------------------------------------------------
 
 
+def answers(rules: dict[str, Any]) -> Callable[[dict[str, Any]], str]:
+    """The stand-in's answers: summaries merged faithfully, extraction by `rules` (message
+    needle → operations, or a function of the request returning them), anything else (the
+    core-profile requests) an empty answer, which writes no profile."""
+
+    def extract(request: dict[str, Any]) -> str:
+        message = new_user_message(request)
+        if not message:
+            return ""
+        for needle, ops in rules.items():
+            if needle in message:
+                found = ops(request) if callable(ops) else ops
+                return json.dumps({"operations": found}, ensure_ascii=False)
+        return json.dumps({"operations": []})
+
+    return with_summaries(extract)
+
+
+
 @pytest.fixture
 def llm() -> Iterator[LLMStub]:
-    with LLMStub(with_summaries(lambda _: json.dumps({"operations": []}))) as stub:
+    with LLMStub(answers({})) as stub:
         yield stub
 
 
@@ -171,66 +190,64 @@ def answerable(live: LiveService) -> dict[str, tuple[bool, bool]]:
 # --- case 19 ------------------------------------------------------------------------------
 
 
-async def test_three_runs_keep_every_fact_merge_only_what_belongs_together_then_do_nothing(
-    live: LiveService, runtime: RuntimeFactory, db_conn: psycopg.AsyncConnection,
-    llm: LLMStub,
-) -> None:
-    """Case 19: distinct facts stay answerable, the duplicate pair is merged, sources are
-    archived with links, banks and tags are kept, and runs 2 and 3 change nothing."""
+LOOSE = {"MEMORY_CONSOLIDATION_COSINE": "0.5"}
+"""A looser threshold than the default, under which the three dog facts form a cluster."""
+
+
+async def _three_runs(live: LiveService, rt: Runtime, db_conn: psycopg.AsyncConnection,
+                      llm: LLMStub, *, merged: list[range]) -> None:
+    """Case 19 with the seed above: run the summarizer 3 times and check what must hold.
+
+    Args:
+        merged: the groups of SEED indexes expected to become one summary each.
+    """
     seeded = seed(live)
     await age(db_conn)
     before = answerable(live)
     assert all(in_memory for _, in_memory in before.values())
-    rt = runtime()
 
     first = await consolidation.summarize(rt)
+    retired = sum(len(group) for group in merged)
     assert [(str(r.owner), r.outcome, len(r.summaries), r.merged) for r in first.results] == [
-        ("folder:f1", Outcome.NOTHING, 0, 0), ("user:u1", Outcome.APPLIED, 2, 5)]
-    summaries = {s.content: s for s in first.results[1].summaries}
-    assert sorted(summaries) == [
-        "User drinks an oat-milk flat white every morning; "
-        "Every morning the user has a flat white with oat milk",
-        "User's dog is named Biscuit; Biscuit is a border collie; "
-        "Biscuit's vet is Dr. Alvarez at the Riverside clinic"]
-    dog = summaries[sorted(summaries)[1]]
-    coffee = summaries[sorted(summaries)[0]]
-    assert (dog.bank.value, dog.tags, dog.source_kind.value) == ("personal", ("possession",),
-                                                                 "summary")
-    assert (coffee.bank.value, coffee.tags) == ("personal", ("preference",))
-    assert len(summary_requests(llm)) == 2
+        ("folder:f1", Outcome.NOTHING, 0, 0), ("user:u1", Outcome.APPLIED, len(merged), retired)]
+    summaries = list(first.results[1].summaries)
+    assert len(summary_requests(llm)) == len(merged)
 
-    # every retired row points at its successor, every summary lists its sources
+    # each summary keeps every source's text, its bank and its tags (here: faithful merges)
     ids = {m["content"]: uuid.UUID(m["id"]) for m in seeded}
     rows = {r[0]: r for r in await snapshot(db_conn)}
-    for summary, sources in ((dog, SEED[0:3]), (coffee, SEED[3:5])):
+    for group in merged:
+        sources = [SEED[i] for i in group]
+        summary = next(x for x in summaries if x.content.startswith(sources[0]["content"]))
+        assert summary.content == "; ".join(s["content"] for s in sources)
+        assert (summary.bank.value, summary.tags, summary.source_kind.value) == (
+            "personal", tuple(sources[0]["tags"]), "summary")
+        # every retired row points at its successor, the summary lists its sources
         source_ids = [ids[s["content"]] for s in sources]
         assert rows[summary.id][6] == source_ids
         for source_id in source_ids:
             assert rows[source_id][1] == "archived" and rows[source_id][5] == summary.id
-    untouched = [ids[s["content"]] for s in SEED[5:]]
-    assert [(rows[i][1], rows[i][2]) for i in untouched] == [
-        ("active", "personal")] * 3 + [("active", "interaction_patterns")] * 2 + [
-        ("active", "project")] * 2
-    assert await count(db_conn, "SELECT count(*) FROM memories WHERE status = 'active'") == 9
+        async with rt.db.unit_of_work() as session:
+            listed = await store.summary_sources(session, scope=owner_scope(U1.kind, U1.id),
+                                                 summary_id=summary.id)
+            foreign = await store.summary_sources(
+                session, scope=owner_scope(OwnerKind.USER, "u2"), summary_id=summary.id)
+        assert ([m.id for m in listed], foreign) == (source_ids, [])
+    kept = [i for i in range(len(SEED)) if not any(i in group for group in merged)]
+    assert [(rows[ids[SEED[i]["content"]]][1], rows[ids[SEED[i]["content"]]][2]) for i in kept
+            ] == [("active", SEED[i].get("bank", "personal")) for i in kept]
+    assert await count(db_conn, "SELECT count(*) FROM memories WHERE status = 'active'") == (
+        len(SEED) - retired + len(merged))
     actions = await (await db_conn.execute(
         "SELECT action, count(*) FROM memory_events WHERE actor = 'summarizer' "
         "GROUP BY action ORDER BY action")).fetchall()
-    assert actions == [("archive", 5), ("create", 2)]
+    assert actions == [("archive", retired), ("create", len(merged))]
 
-    # every distinct fact is still answerable, and nothing answerable before was lost
+    # every distinct fact is still answerable, and nothing injected before is lost
     after = answerable(live)
     assert all(in_memory for _, in_memory in after.values()), after
     lost = [q for q, (injected, _) in before.items() if injected and not after[q][0]]
     assert lost == []
-
-    # the sources are reachable from the summary (for `/memory list`)
-    async with rt.db.unit_of_work() as session:
-        sources = await store.summary_sources(session, scope=owner_scope(U1.kind, U1.id),
-                                              summary_id=dog.id)
-        foreign = await store.summary_sources(session, scope=owner_scope(OwnerKind.USER, "u2"),
-                                              summary_id=dog.id)
-    assert [m.content for m in sources] == [s["content"] for s in SEED[0:3]]
-    assert foreign == []
 
     # runs 2 and 3 find nothing to do
     state = await snapshot(db_conn)
@@ -240,8 +257,26 @@ async def test_three_runs_keep_every_fact_merge_only_what_belongs_together_then_
         assert [r.outcome for r in again.results] == [Outcome.NOTHING, Outcome.NOTHING]
         assert await snapshot(db_conn) == state
         assert await count(db_conn, EVENTS) == events
-    assert len(summary_requests(llm)) == 2
+    assert len(summary_requests(llm)) == len(merged)
     assert await count(db_conn, "SELECT count(*) FROM consolidation_runs") == 1
+
+
+async def test_three_default_runs_merge_the_duplicate_pair_and_nothing_else(
+    live: LiveService, runtime: RuntimeFactory, db_conn: psycopg.AsyncConnection,
+    llm: LLMStub,
+) -> None:
+    """Case 19 as written: the duplicate pair is merged, the dog's name, breed and vet stay
+    three memories (11 active of 12), and runs 2 and 3 change nothing."""
+    await _three_runs(live, runtime(), db_conn, llm, merged=[range(3, 5)])
+
+
+async def test_three_looser_runs_also_summarize_the_dog_facts_without_losing_one(
+    live: LiveService, runtime: RuntimeFactory, db_conn: psycopg.AsyncConnection,
+    llm: LLMStub,
+) -> None:
+    """Case 19 with a looser threshold: the dog facts become one summary that keeps bank,
+    tags and every fact; the sources are archived with links; runs 2 and 3 change nothing."""
+    await _three_runs(live, runtime(**LOOSE), db_conn, llm, merged=[range(0, 3), range(3, 5)])
 
 
 async def test_the_guard_refuses_a_run_that_would_retire_too_much(
@@ -251,11 +286,11 @@ async def test_the_guard_refuses_a_run_that_would_retire_too_much(
     seed(live)
     await age(db_conn)
     state = await snapshot(db_conn)
-    rt = runtime(MEMORY_CONSOLIDATION_GUARD="0.4")
+    rt = runtime(MEMORY_CONSOLIDATION_GUARD="0.25", **LOOSE)
     report = await consolidation.summarize(rt, owners=[U1])
     assert [(r.outcome, r.detail) for r in report.results] == [(
-        Outcome.REFUSED, "the run would retire 5 of 10 active memories (50%); the guard "
-                         "allows at most 40%")]
+        Outcome.REFUSED, "the run would lower the active memories from 10 to 7 (-30%); the "
+                         "guard allows at most -25%")]
     assert await snapshot(db_conn) == state
     assert summary_requests(llm) == []
     runs = await (await db_conn.execute(
@@ -281,18 +316,6 @@ def _update_of(needle: str, content: str, **kw: Any) -> Callable[[dict[str, Any]
     return ops
 
 
-def _extractor(rules: dict[str, Any]) -> Callable[[dict[str, Any]], str]:
-    def respond(request: dict[str, Any]) -> str:
-        message = new_user_message(request)
-        for needle, ops in rules.items():
-            if needle in message:
-                found = ops(request) if callable(ops) else ops
-                return json.dumps({"operations": found}, ensure_ascii=False)
-        return json.dumps({"operations": []})
-
-    return respond
-
-
 def _say(live: LiveService, messages: list[str], *, first: int = 0) -> None:
     """Hand over one turn per message, each in its own chat, and wait for extraction."""
     for i, message in enumerate(messages, start=first):
@@ -309,7 +332,7 @@ async def test_superseded_history_is_never_clustered_back_to_life(
     llm: LLMStub,
 ) -> None:
     """Cases 13, 15, 16: the old versions stay history; only current facts are merged."""
-    llm.responder = with_summaries(_extractor({
+    llm.responder = answers({
         "love spicy": [new_op("User loves spicy food", tags=["preference"])],
         "can't handle spicy": _update_of("spicy", "User no longer tolerates spicy food",
                                          tags=["preference"]),
@@ -321,7 +344,7 @@ async def test_superseded_history_is_never_clustered_back_to_life(
         "Thai": [new_op("User likes mild Thai curries", tags=["preference"])],
         "ramen": [new_op("User avoids chili in ramen", tags=["preference"])],
         "peppers": [new_op("User removes hot peppers from dishes", tags=["preference"])],
-    }))
+    })
     _say(live, ["I love spicy food.", "I work as a pharmacist.", "I live in Tallinn.",
                 "These days I can't handle spicy food at all.",
                 "I moved from Tallinn to Valencia last month.",
@@ -333,7 +356,7 @@ async def test_superseded_history_is_never_clustered_back_to_life(
     assert [r[1] for r in superseded] == ["User loves spicy food", "User works as a pharmacist",
                                           "User lives in Tallinn"]
     await age(db_conn)
-    rt = runtime()
+    rt = runtime(**LOOSE)
     for _ in range(2):
         await consolidation.summarize(rt)
     still = await (await db_conn.execute(
@@ -350,7 +373,7 @@ async def test_superseded_history_is_never_clustered_back_to_life(
     assert len(summaries) == 1 and summaries[0].startswith(
         "User no longer tolerates spicy food; ")
     assert "loves spicy" not in summaries[0]
-    block = context_block(live, "Suggest a day trip from where I live.", None)
+    block = context_block(live, "Where do I live now?", None)
     assert "Valencia" in block and "lives in Tallinn" not in block
 
 
@@ -359,16 +382,15 @@ async def test_duplicates_that_extraction_let_through_end_as_one_memory(
     llm: LLMStub,
 ) -> None:
     """Case 11: "I like cats" stored twice in different words ends as one active memory."""
-    llm.responder = with_summaries(by_message({
+    llm.responder = answers({
         "I like cats.": [new_op("User likes cats.", tags=["preference"])],
         "really like": [new_op("User really likes cats", tags=["preference"])],
-        "beehives": [new_op("User keeps two beehives", tags=["possession"])]}))
+        "beehives": [new_op("User keeps two beehives", tags=["possession"])]})
     _say(live, ["I like cats.", "I really like cats.", "I keep two beehives."])
     assert sorted(active_texts(live)) == ["User keeps two beehives", "User likes cats.",
                                           "User really likes cats"]
     await age(db_conn)
     report = await consolidation.summarize(runtime())
-    print(report)
     assert report.results[0].plan.clusters[0].duplicates is True
     cats = [t for t in active_texts(live) if "cat" in t]
     assert cats == ["User likes cats.; User really likes cats"]
@@ -387,10 +409,10 @@ async def test_an_invalid_summary_leaves_its_cluster_as_it_was(
             answer["content"] = "User has a border collie called Biscuit"
         return json.dumps(answer)
 
-    llm.responder = with_summaries(lambda _: "{}", lossy)
+    llm.responder = with_summaries(lambda _: "", lossy)
     seed(live)
     await age(db_conn)
-    report = await consolidation.summarize(runtime(), owners=[U1])
+    report = await consolidation.summarize(runtime(**LOOSE), owners=[U1])
     result = report.results[0]
     assert (result.outcome, len(result.summaries), result.merged) == (Outcome.APPLIED, 1, 2)
     assert result.skipped == (
@@ -433,10 +455,10 @@ async def test_a_source_changed_while_the_llm_wrote_is_left_alone(
                              "updated_at = now() WHERE content = 'Biscuit is a border collie'")
         return faithful_merge(request)
 
-    llm.responder = with_summaries(lambda _: "{}", edit_then_merge)
+    llm.responder = with_summaries(lambda _: "", edit_then_merge)
     seed(live)
     await age(db_conn)
-    result = (await consolidation.summarize(runtime(), owners=[U1])).results[0]
+    result = (await consolidation.summarize(runtime(**LOOSE), owners=[U1])).results[0]
     assert [s.content[:11] for s in result.summaries] == ["User drinks"]
     assert result.skipped == ("cluster of 3 memories (Personal): a source changed since planning",)
     dog = await (await db_conn.execute(
@@ -456,14 +478,9 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     result = CliRunner().invoke(cli, ["summarize", "--all", "--dry-run", "--show-text"],
                                 env={"DATABASE_URL": database_url})
     assert result.exit_code == 0, result.output
-    dog = " ".join(f"#{seqs[s['content']]}" for s in SEED[0:3])
     coffee = " ".join(f"#{seqs[s['content']]}" for s in SEED[3:5])
     assert result.stdout.splitlines() == [
-        "user:u1: 10 active → 7 after",
-        f"  merge            Personal             {dog}",
-        f"      #{seqs[SEED[0]['content']]} User's dog is named Biscuit",
-        f"      #{seqs[SEED[1]['content']]} Biscuit is a border collie",
-        f"      #{seqs[SEED[2]['content']]} Biscuit's vet is Dr. Alvarez at the Riverside clinic",
+        "user:u1: 10 active → 9 after",
         f"  merge duplicates Personal             {coffee}",
         f"      #{seqs[SEED[3]['content']]} User drinks an oat-milk flat white every morning",
         f"      #{seqs[SEED[4]['content']]} Every morning the user has a flat white with oat milk",
@@ -486,7 +503,7 @@ async def test_restore_brings_the_sources_back_and_pins_them(
 ) -> None:
     seeded = seed(live)
     await age(db_conn)
-    rt = runtime()
+    rt = runtime(**LOOSE)
     first = await consolidation.summarize(rt, owners=[U1])
     dog = next(s for s in first.results[0].summaries if "Biscuit" in s.content)
     source = next(m["id"] for m in seeded if m["content"] == "Biscuit is a border collie")
@@ -508,6 +525,31 @@ async def test_restore_brings_the_sources_back_and_pins_them(
     missing = await asyncio.to_thread(CliRunner().invoke, cli, ["restore", str(uuid.uuid4())],
                                       env={"DATABASE_URL": database_url})
     assert missing.exit_code == 1 and missing.stderr.startswith("error: no memory ")
+
+
+async def test_beyond_the_cap_the_oldest_are_archived_and_one_can_be_restored(
+    live: LiveService, runtime: RuntimeFactory, db_conn: psycopg.AsyncConnection,
+    database_url: str,
+) -> None:
+    seeded = seed(live)
+    await age(db_conn)
+    await db_conn.execute(  # the dog's name is the oldest memory
+        "UPDATE memories SET created_at = created_at - interval '1 day' WHERE content = %s",
+        (SEED[0]["content"],))
+    result = (await consolidation.summarize(runtime(MEMORY_CAP="8"), owners=[U1])).results[0]
+    # 10 active: the coffee pair becomes 1 (9), then 1 is pruned to reach the cap of 8
+    assert (result.outcome, len(result.summaries), result.merged, result.pruned) == (
+        Outcome.APPLIED, 1, 2, 1)
+    assert [m.content for m in result.plan.prune] == [SEED[0]["content"]]
+    pruned = next(m["id"] for m in seeded if m["content"] == SEED[0]["content"])
+    events = await (await db_conn.execute(
+        "SELECT action, reason FROM memory_events WHERE memory_id = %s AND actor = 'summarizer'",
+        (uuid.UUID(pruned),))).fetchall()
+    assert events == [("archive", "pruned beyond the cap of 8 (fifo)")]
+    restored = await asyncio.to_thread(CliRunner().invoke, cli, ["restore", pruned],
+                                       env={"DATABASE_URL": database_url})
+    assert restored.stdout.splitlines()[0] == f"restored pruned memory {pruned}"
+    assert SEED[0]["content"] in active_texts(live)
 
 
 # --- triggers -----------------------------------------------------------------------------
@@ -536,8 +578,9 @@ async def test_an_owner_near_the_cap_is_consolidated_after_extraction(
     facts |= {f"other fact {i}": [new_op(text)] for i, text in enumerate([
         "User lives in Valencia", "User's sister Noor is a marine biologist",
         "User is vegetarian", "User plays the cello", "User keeps two beehives"])}
-    llm.responder = with_summaries(by_message(facts))
-    live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model", MEMORY_CAP="10")
+    llm.responder = answers(facts)
+    live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model", MEMORY_CAP="10",
+                           **LOOSE)
     _say(live, list(facts)[:7])
     assert await count(db_conn, "SELECT count(*) FROM consolidation_runs") == 0
     _say(live, list(facts)[7:], first=7)  # the 8th memory reaches 80 % of the cap of 10
@@ -559,4 +602,4 @@ async def test_the_daily_summarizer_is_a_periodic_job_on_the_consolidation_queue
     await age(db_conn)
     async with jobs.open_async():  # what the periodic deferrer does at 03:00
         await jobs.configure_task("summarize_all").defer_async(timestamp=int(time.time()))
-    assert await _wait_for_run(db_conn, "daily") == ("u1", "applied", 10, 7, 2, 5)
+    assert await _wait_for_run(db_conn, "daily") == ("u1", "applied", 10, 9, 1, 2)

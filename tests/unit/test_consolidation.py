@@ -57,7 +57,9 @@ def contents(cluster: policy.Cluster) -> list[str]:
     return [m.content for m in cluster.members]
 
 
-PARAMS = ConsolidationParams(strategy=ClusterStrategy.EMBEDDINGS)
+#: Looser than the defaults, so that the logic shows with few hand-made vectors.
+PARAMS = ConsolidationParams(strategy=ClusterStrategy.EMBEDDINGS, cosine_threshold=0.6,
+                             max_cluster_size=6)
 
 
 def dog_facts(**kw: object) -> list[Entry]:
@@ -86,7 +88,8 @@ def test_clusters_never_span_owners_or_banks() -> None:
              entry("d", vector, owner="f1", bank=Bank.PROJECT),
              entry("e", vector, owner="u1"), entry("f", vector, owner="u2"),
              entry("g", vector, owner="u1", bank=Bank.INTERACTION)]
-    clusters = policy.cluster_entries(items, params=dataclasses.replace(PARAMS, duplicate_cosine=1.1))
+    no_duplicates = dataclasses.replace(PARAMS, duplicate_cosine=1.1)
+    clusters = policy.cluster_entries(items, params=no_duplicates)
     assert clusters == []
     with_dupes = policy.cluster_entries(items, params=PARAMS)
     cells = sorted((c.owner_id, c.bank.value, tuple(contents(c))) for c in with_dupes)
@@ -98,7 +101,8 @@ def test_clusters_never_span_owners_or_banks() -> None:
 def test_two_memories_merge_only_when_they_are_near_duplicates() -> None:
     coffee = [entry("User drinks an oat-milk flat white every morning", near(3, 0.2, 20)),
               entry("Every morning the user has a flat white with oat milk", near(3, 0.2, 21))]
-    loose = [entry("User likes jazz", near(4, 0.7, 22)), entry("User plays piano", near(4, 0.7, 23))]
+    loose = [entry("User likes jazz", near(4, 0.7, 22)),
+             entry("User plays piano", near(4, 0.7, 23))]
     cos_coffee = float(coffee[0].vector @ coffee[1].vector)  # type: ignore[operator]
     cos_loose = float(loose[0].vector @ loose[1].vector)  # type: ignore[operator]
     assert cos_coffee > 0.85 > cos_loose > 0.6
@@ -120,7 +124,7 @@ def test_a_cluster_takes_only_what_fits_in_one_summary() -> None:
     items = [entry(f"{long} {i}", near(6, 0.1, 40 + i)) for i in range(6)]
     params = dataclasses.replace(PARAMS, summary_max_chars=600, duplicate_cosine=1.1)
     clusters = policy.cluster_entries(items, params=params)
-    # 0.8 × 600 = 480 characters of sources: three texts of 152 and two separators.
+    # 0.8 x 600 = 480 characters of sources: three texts of 152 and two separators.
     assert [len(c.members) for c in clusters] == [3, 3]
     assert all(sum(len(m.content) for m in c.members) + 4 <= 480 for c in clusters)
 
@@ -164,8 +168,8 @@ def test_what_a_run_leaves_unmerged_never_clusters_again(strategy: ClusterStrate
                               params=params)
     assert first.clusters and first.refused is None
     retired = {m.id for c in first.clusters for m in c.members} | {m.id for m in first.prune}
-    summaries = [entry("summary", c.members[0].id.bytes and items[0].vector, bank=c.bank,
-                       kind=SourceKind.SUMMARY, days_old=8) for c in first.clusters]
+    summaries = [entry("summary", items[0].vector, bank=c.bank, kind=SourceKind.SUMMARY,
+                       days_old=8) for c in first.clusters]
     after = [e for e in items if e.memory.id not in retired] + summaries
     assert len(after) == first.active_after <= params.cap
     second = policy.plan_owner(after, owner_kind=OwnerKind.USER, owner_id="u1", now=NOW,
@@ -189,17 +193,26 @@ def test_summaries_recent_pinned_unembedded_and_retired_memories_are_left_alone(
 # --- the guard, pruning and the limit trigger ---------------------------------------------
 
 
-def test_the_guard_refuses_a_run_that_would_retire_too_much() -> None:
+def test_the_guard_refuses_a_run_that_would_lower_the_count_too_much() -> None:
     items = [*dog_facts(), entry("User lives in Valencia", direction((1, 1.0)))]
-    strict = dataclasses.replace(PARAMS, guard_share=0.5)
+    strict = dataclasses.replace(PARAMS, guard_share=0.4)
     plan = policy.plan_owner(items, owner_kind=OwnerKind.USER, owner_id="u1", now=NOW,
                              params=strict)
-    assert plan.refused == ("the run would retire 3 of 4 active memories (75%); "
-                            "the guard allows at most 50%")
+    assert plan.refused == ("the run would lower the active memories from 4 to 2 (-50%); "
+                            "the guard allows at most -40%")
     assert plan.retired == 3 and plan.active_after == 2
-    lenient = dataclasses.replace(PARAMS, guard_share=0.75)
+    lenient = dataclasses.replace(PARAMS, guard_share=0.5)
     assert policy.plan_owner(items, owner_kind=OwnerKind.USER, owner_id="u1", now=NOW,
                              params=lenient).refused is None
+
+
+def test_the_guard_lets_a_small_owner_merge_its_duplicates() -> None:
+    vector = direction((9, 1.0))
+    items = [entry("User likes cats.", vector), entry("User really likes cats", vector),
+             entry("User keeps two beehives", direction((10, 1.0)))]
+    plan = policy.plan_owner(items, owner_kind=OwnerKind.USER, owner_id="u1", now=NOW,
+                             params=ConsolidationParams())
+    assert plan.refused is None and (plan.retired, plan.active_after) == (2, 2)
 
 
 def test_pruning_beyond_the_cap_archives_the_oldest_first() -> None:
@@ -223,6 +236,15 @@ def test_least_relevant_pruning_archives_unused_low_confidence_memories_first() 
         "unsure", "never used", "sure", "used yesterday", "summary"]
     fifo = [m.content for m in policy.prune_order(items, now=NOW, params=PARAMS)]
     assert fifo == ["used yesterday", "never used", "unsure", "sure", "summary"]
+
+
+def test_the_defaults_are_the_founding_designs_and_the_measured_ones() -> None:
+    params = ConsolidationParams()
+    assert (params.age_days, params.min_cluster_size, params.cap, params.trigger_share,
+            params.free_share, params.prune_strategy) == (7.0, 3, 200, 0.8, 0.2,
+                                                          PruneStrategy.FIFO)
+    assert (params.strategy, params.cosine_threshold, params.max_cluster_size,
+            params.guard_share) == (ClusterStrategy.EMBEDDINGS, 0.85, 4, 0.5)
 
 
 def test_the_limit_trigger_fires_at_80_percent_and_frees_a_fifth_of_the_cap() -> None:
