@@ -133,8 +133,9 @@ def diversify(
 ) -> list[RankedMemory]:
     """Maximal marginal relevance: pick `limit` items trading score against redundancy.
 
-    Each step takes argmax λ·score − (1 − λ)·max cosine to the items already picked.
-    Items without a vector count as unrelated to everything.
+    Each step takes argmax λ·score − (1 − λ)·max cosine to the items already picked (ties:
+    the earlier item). Items without a vector count as unrelated to everything. The running
+    maximum is updated with one matrix-vector product per pick: O(n·d) a step.
 
     Args:
         vectors: memory seq → (384,) float32, L2-normalized.
@@ -142,24 +143,25 @@ def diversify(
     """
     if lambda_ >= 1.0 or len(ranked) <= 1:
         return list(ranked[:limit])
-    remaining = list(ranked)
-    picked: list[RankedMemory] = []
-    picked_vectors: list[np.ndarray] = []
-    while remaining and len(picked) < limit:
-        best_index, best_value = 0, -np.inf
-        for index, item in enumerate(remaining):
-            vector = vectors.get(item.memory.seq)
-            redundancy = 0.0
-            if vector is not None and picked_vectors:
-                redundancy = float(np.max(np.stack(picked_vectors) @ vector))
-            value = lambda_ * item.score - (1.0 - lambda_) * redundancy
-            if value > best_value:
-                best_index, best_value = index, value
-        chosen = remaining.pop(best_index)
-        picked.append(chosen)
-        vector = vectors.get(chosen.memory.seq)
+    items = list(ranked)
+    dim = next((len(v) for v in vectors.values()), 0)
+    matrix = np.zeros((len(items), dim), dtype=np.float32)
+    for index, item in enumerate(items):
+        vector = vectors.get(item.memory.seq)
         if vector is not None:
-            picked_vectors.append(vector)
+            matrix[index] = vector
+    scores = np.array([item.score for item in items], dtype=np.float64)
+    redundancy = np.zeros(len(items), dtype=np.float64)
+    available = np.ones(len(items), dtype=bool)
+    picked: list[RankedMemory] = []
+    while available.any() and len(picked) < limit:
+        value = lambda_ * scores - (1.0 - lambda_) * redundancy
+        value[~available] = -np.inf
+        best = int(np.argmax(value))
+        available[best] = False
+        picked.append(items[best])
+        if dim:
+            redundancy = np.maximum(redundancy, matrix @ matrix[best])
     return picked
 
 
