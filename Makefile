@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# CPU torch first: anything that pulls torch later must find it already installed.
 	$(BIN)/pip install $(TORCH_PIP_OPTS) "torch==2.13.0"
-	$(BIN)/pip install -e ".[test]"
+	$(BIN)/pip install -e ".[test,reliability]"
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install the service
@@ -44,3 +44,20 @@ clean: ## remove the virtual environment and local state
 .PHONY: e2e
 e2e: $(STAMP) ## end-to-end tests against a real Open WebUI 0.12.4 (installs into .e2e/ once)
 	bash tests/e2e/setup.sh && E2E_OPENWEBUI=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests/e2e -m e2e
+
+# --- reliability: fault injection, load and API fuzz, with figures (short enough for CI) ----
+LOAD_USERS ?= 20
+LOAD_SECONDS ?= 30
+FUZZ_CASES ?= 200
+RELIABILITY_OUT ?= bench/results/reliability
+
+.PHONY: reliability
+reliability: $(STAMP) ## fault, load (20 users x 30 s) and fuzz (200 cases) runs; figures in bench/results/reliability/
+	$(BIN)/pip install -q -e ".[test,reliability]"
+	rm -rf $(RELIABILITY_OUT) && mkdir -p $(RELIABILITY_OUT)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RELIABILITY_RESULTS=$(RELIABILITY_OUT) \
+		RELIABILITY_FUZZ_CASES=$(FUZZ_CASES) RELIABILITY_FUZZ_TIME_S=300 \
+		$(BIN)/python -m pytest tests/reliability -q -rxX
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.load_test \
+		--users $(LOAD_USERS) --duration-s $(LOAD_SECONDS) --out $(RELIABILITY_OUT)/load.json
+	$(BIN)/python -m bench.reliability_summary $(RELIABILITY_OUT)

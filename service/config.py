@@ -202,6 +202,12 @@ class Settings(BaseSettings):
         description="A run that would lower an owner's active memories by more than this "
                     "share (merged minus summaries, plus pruned) is refused.")
 
+    # --- operations: logs (reliability and operations) -----------------------------------
+    log_format: str = Field(
+        default="text", alias="MEMORY_LOG_FORMAT", pattern="^(text|json)$",
+        description="text (for people) or json (one JSON object per line, for log shippers); "
+                    "keys, tokens and codes are scrubbed from both.")
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -10,14 +10,16 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from service import __version__
+from service import __version__, observability
 from service.api import errors
 from service.api.deps import require_key
-from service.api.routes import chat, health, memories
+from service.api.routes import admin, chat, health, memories
 from service.config import Settings
 from service.embeddings.encoder import Encoder
+from service.flows import reembed
 from service.flows.runtime import Runtime
 from service.flows.turns import requeue_waiting_turns
+from service.jobs import reembed as reembed_jobs
 from service.jobs.app import build_job_app, run_workers
 from service.llm.client import LLMClient
 from service.storage import migrate
@@ -40,6 +42,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        observability.configure_logging(settings.log_format)
         server: Any = None
         url = settings.database_url
         if not url:
@@ -50,6 +53,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
         enc = encoder or await asyncio.to_thread(
             Encoder, settings.embedding_model_path, threads=settings.embedding_threads,
             backend=settings.embedding_backend, onnx_dir=settings.state_dir / "models")
+        reembed.check_dimension(enc)  # a model that does not fit vector(384) is refused
         llm = LLMClient(
             base_url=settings.llm_base_url, model=settings.llm_model,
             api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
@@ -59,6 +63,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
         async with jobs.open_async():
             runtime = Runtime(settings=settings, db=db, encoder=enc, llm=llm, jobs=jobs)
             await requeue_waiting_turns(runtime)
+            reembedding = await reembed_jobs.start(runtime, run_workers=settings.run_workers)
             if settings.run_workers:
                 workers = asyncio.create_task(
                     run_workers(runtime, concurrency=settings.worker_concurrency), name="workers")
@@ -67,6 +72,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
                 yield
             finally:
                 app.state.runtime = None
+                await reembed_jobs.stop(reembedding)
                 if workers is not None:
                     workers.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -83,8 +89,11 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.state.api_key = settings.bearer_key()
     app.state.runtime = None
     errors.install(app)
+    app.add_middleware(observability.MetricsMiddleware)
     app.include_router(health.router)
     app.include_router(chat.router, dependencies=[Depends(require_key)])
     app.include_router(memories.router, dependencies=[Depends(require_key)])
     app.include_router(memories.chats, dependencies=[Depends(require_key)])
+    app.include_router(admin.router, dependencies=[Depends(require_key)])
+    app.include_router(admin.metrics_router, dependencies=[Depends(require_key)])
     return app

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from service.cli import openwebui, summarize
+from service.cli import doctor, openwebui, summarize, turns
 from service.config import Settings
 from service.errors import MemoryServiceError
 
@@ -91,6 +91,8 @@ def api_key() -> None:
 app.add_typer(openwebui.app, name="openwebui")
 app.command("summarize")(summarize.summarize)
 app.command("restore")(summarize.restore)
+app.command("doctor")(doctor.doctor)
+app.add_typer(turns.app, name="turns")
 
 
 def main() -> None:  # pragma: no cover

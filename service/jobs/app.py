@@ -18,6 +18,8 @@ from service.flows.profile import PROFILE_QUEUE, PROFILE_TASK
 from service.flows.runtime import Runtime
 from service.flows.turns import EXTRACT_TASK, EXTRACTION_QUEUE
 from service.jobs import consolidation as consolidation_jobs
+from service.jobs import reembed as reembed_jobs
+from service.jobs import supervision
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
 
     del extract_turn, refresh_profile
     consolidation_jobs.register(app)
+    reembed_jobs.register(app)
     return app
 
 
@@ -73,13 +76,14 @@ async def run_workers(rt: Runtime, *, concurrency: int) -> None:
         return
     recovery = asyncio.create_task(_recover_stalled_jobs(rt.jobs), name="stalled-job-recovery")
     try:
-        await rt.jobs.run_worker_async(
-            queues=[EXTRACTION_QUEUE, PROFILE_QUEUE, consolidation_jobs.QUEUE],
+        # restarted after a lost database connection (supervision.py)
+        await supervision.keep_running(lambda: rt.jobs.run_worker_async(
+            queues=[EXTRACTION_QUEUE, PROFILE_QUEUE, consolidation_jobs.QUEUE, reembed_jobs.QUEUE],
             concurrency=concurrency, wait=True,
             install_signal_handlers=False, additional_context={"runtime": rt},
             fetch_job_polling_interval=1.0, shutdown_graceful_timeout=10.0,
             delete_jobs="successful",
-        )
+        ), name="job worker")
     finally:
         recovery.cancel()
         with contextlib.suppress(asyncio.CancelledError):

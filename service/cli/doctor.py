@@ -1,0 +1,298 @@
+"""`python -m service doctor` — check what the service needs, one verdict line per check.
+
+    OK   database: PostgreSQL 16.4 (embedded in .state/pgdata)
+    OK   pgvector: version 0.6.0
+    OK   migrations: at the newest revision (0005)
+    OK   embedding model: all-MiniLM-L6-v2 (onnx), 384 dimensions, one sentence in 7 ms
+    WARN llm: no LLM configured (LLM_BASE_URL, LLM_MODEL): turns are kept and wait
+    FAIL open webui: http://127.0.0.1:8080/health did not answer: connection refused
+
+It uses the service's own settings (the same environment variables), reads but never writes
+the database, sends one tiny completion to the LLM and one GET to Open WebUI, each within
+`--timeout-s`. Nothing secret is printed. Exit code 1 when any check FAILs, else 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import typer
+
+from service.config import Settings
+from service.errors import MemoryServiceError
+
+__all__ = ["Verdict", "doctor", "run_checks"]
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+PGVECTOR_MIN = (0, 5)
+"""Oldest pgvector the service's SQL is written for (cosine distance, vector(384))."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of one check."""
+
+    level: str  #: OK, WARN or FAIL
+    check: str  #: what was checked
+    sentence: str  #: what was found, in one sentence
+
+    def line(self) -> str:
+        return f"{self.level:<4} {self.check}: {self.sentence}"
+
+
+def _causes(exc: BaseException) -> str:
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None and len(parts) < 4:
+        text = str(current).strip().splitlines()[0] if str(current).strip() else ""
+        parts.append(text or type(current).__name__)
+        current = current.__cause__
+    return "; ".join(dict.fromkeys(parts))
+
+
+def _where(url: str) -> str:
+    """host:port/database of a URL, without user or password."""
+    parts = urlsplit(url)
+    host = parts.hostname or "local socket"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{host}{port}{parts.path}"
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+
+
+async def _check_database(
+    settings: Settings, timeout_s: float
+) -> tuple[list[Verdict], Any, Any]:
+    """Verdicts for the database, pgvector and migrations; the Database when reachable and
+    the embedded server's handle (keep it until the checks are done)."""
+    from alembic.script import ScriptDirectory
+
+    from service.storage import admin, migrate
+    from service.storage.db import Database, start_embedded
+
+    server: Any = None
+    if settings.database_url:
+        url, where = settings.database_url, f"DATABASE_URL {_where(settings.database_url)}"
+    else:
+        try:
+            url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
+        except MemoryServiceError as exc:
+            return [Verdict(FAIL, "database", _causes(exc))], None, None
+        where = f"embedded in {settings.state_dir / 'pgdata'}"
+    db = Database.connect(url, pool_size=1)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with db.unit_of_work() as session:
+                facts = await admin.database_facts(session)
+    except Exception as exc:
+        await db.dispose()
+        return [Verdict(FAIL, "database", f"cannot connect ({where}): {_causes(exc)}")], None, \
+            server
+    verdicts = [Verdict(OK, "database", f"PostgreSQL {facts.server_version} ({where})")]
+    if facts.pgvector_version is None and facts.pgvector_available is None:
+        verdicts.append(Verdict(FAIL, "pgvector", "the vector extension is not available on this "
+                                "server; install pgvector"))
+    elif facts.pgvector_version is None:
+        verdicts.append(Verdict(WARN, "pgvector", f"version {facts.pgvector_available} is "
+                                "available but not installed yet; the migrations install it"))
+    elif _version_tuple(facts.pgvector_version) < PGVECTOR_MIN:
+        verdicts.append(Verdict(FAIL, "pgvector", f"version {facts.pgvector_version} is too old; "
+                                "0.5 or newer is needed"))
+    else:
+        verdicts.append(Verdict(OK, "pgvector", f"version {facts.pgvector_version}"))
+    try:
+        at_head = await asyncio.wait_for(asyncio.to_thread(migrate.is_at_head, url), timeout_s)
+        head = ScriptDirectory.from_config(migrate.alembic_config(url)).get_current_head()
+        verdicts.append(
+            Verdict(OK, "migrations", f"at the newest revision ({head})") if at_head else
+            Verdict(WARN, "migrations", "behind the newest revision; the service applies them "
+                    "when it starts (or run `python -m service migrate`)"))
+    except Exception as exc:
+        verdicts.append(Verdict(FAIL, "migrations", f"cannot read the revision: {_causes(exc)}"))
+    return verdicts, db, server
+
+
+async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
+    from service.embeddings.encoder import Encoder
+    from service.flows import reembed
+    from service.storage import vectors
+
+    try:
+        encoder = await asyncio.to_thread(
+            Encoder, settings.embedding_model_path, threads=settings.embedding_threads,
+            backend=settings.embedding_backend, onnx_dir=settings.state_dir / "models")
+    except Exception as exc:
+        return [Verdict(FAIL, "embedding model", f"does not load: {_causes(exc)}")]
+    try:
+        reembed.check_dimension(encoder)
+        started = time.perf_counter()
+        vector = await encoder.encode_one("The user keeps two beehives in the garden.")
+        took_ms = (time.perf_counter() - started) * 1000
+        verdicts = [Verdict(OK, "embedding model",
+                            f"{encoder.model_name} ({encoder.backend}), {vector.shape[0]} "
+                            f"dimensions, one sentence in {took_ms:.0f} ms")]
+        if db is not None:
+            try:
+                async with db.unit_of_work() as session:
+                    in_use = await vectors.models_in_use(session)
+            except Exception:  # no tables yet (migrations not applied): nothing stored
+                in_use = {}
+            others = {m: n for m, n in in_use.items() if m != encoder.model_name}
+            if others:
+                named = ", ".join(f"{n} by {m or 'no model yet'}" for m, n in others.items())
+                verdicts.append(Verdict(WARN, "stored vectors", f"{named}: the service "
+                                        "re-embeds them in the background when it starts; "
+                                        "keyword search finds them meanwhile"))
+        return verdicts
+    except MemoryServiceError as exc:
+        return [Verdict(FAIL, "embedding model", _causes(exc))]
+    finally:
+        encoder.close()
+
+
+async def _check_llm(settings: Settings, timeout_s: float) -> list[Verdict]:
+    from service.llm.client import LLMClient, decode_json_answer
+
+    if not settings.llm_configured:
+        return [Verdict(WARN, "llm", "no LLM configured (LLM_BASE_URL, LLM_MODEL): turns are "
+                        "kept and wait; everything else works")]
+    base = settings.llm_base_url or ""
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    verdicts: list[Verdict] = []
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers,
+                                     trust_env=False) as client:
+            response = await client.get(f"{base}/models")
+        if response.status_code in (401, 403):
+            return [Verdict(FAIL, "llm", f"{base}/models refused the key "
+                            f"(HTTP {response.status_code}); check LLM_API_KEY")]
+        if response.status_code == 200:
+            ids = [str(m.get("id")) for m in (response.json().get("data") or [])
+                   if isinstance(m, dict)]
+            if settings.llm_model in ids:
+                verdicts.append(Verdict(OK, "llm models", f"{base} lists {settings.llm_model}"))
+            else:
+                verdicts.append(Verdict(WARN, "llm models", f"{base} does not list "
+                                        f"{settings.llm_model} ({len(ids)} models listed)"))
+        else:
+            verdicts.append(Verdict(WARN, "llm models", f"{base}/models answered HTTP "
+                                    f"{response.status_code} (some servers have no model list)"))
+    except (httpx.HTTPError, ValueError) as exc:
+        return [Verdict(FAIL, "llm", f"{base} is unreachable: {_causes(exc)}")]
+    client = LLMClient(base_url=base, model=settings.llm_model, api_key=key,
+                       timeout_s=min(timeout_s, settings.llm_timeout_s),
+                       json_mode=settings.llm_json_mode)
+    try:
+        started = time.perf_counter()
+        answer = await client.complete(
+            [{"role": "system", "content": "Answer with one JSON object and nothing else."},
+             {"role": "user", "content": 'Reply with {"ok": true}.'}],
+            json_answer=True, max_tokens=20)
+        took_s = time.perf_counter() - started
+        try:
+            decode_json_answer(answer)
+            verdicts.append(Verdict(OK, "llm", f"{settings.llm_model} answered a JSON request "
+                                    f"in {took_s:.1f} s"))
+        except MemoryServiceError:
+            verdicts.append(Verdict(WARN, "llm", f"{settings.llm_model} answered, but not with "
+                                    "JSON; extraction will repair or retry (LLM_JSON_MODE)"))
+    except MemoryServiceError as exc:
+        verdicts.append(Verdict(FAIL, "llm", _causes(exc)))
+    finally:
+        await client.aclose()
+    return verdicts
+
+
+async def _check_openwebui(url: str, timeout_s: float) -> Verdict:
+    health = f"{url.rstrip('/')}/health"
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as client:
+            response = await client.get(health)
+    except httpx.HTTPError as exc:
+        return Verdict(FAIL, "open webui", f"{health} did not answer: {_causes(exc)}")
+    try:
+        healthy = response.status_code == 200 and response.json().get("status") is True
+    except ValueError:
+        healthy = False
+    if healthy:
+        return Verdict(OK, "open webui", f"{health} answers")
+    return Verdict(FAIL, "open webui", f"{health} answered HTTP {response.status_code}, "
+                   "not Open WebUI's health answer")
+
+
+def _check_bind(settings: Settings) -> Verdict:
+    try:
+        settings.check_bind()
+    except MemoryServiceError as exc:
+        return Verdict(FAIL, "listen address", str(exc))
+    key = "set" if settings.api_key and settings.api_key.get_secret_value() else \
+        "generated into the state folder"
+    return Verdict(OK, "listen address", f"{settings.host}:{settings.port}, API key {key}")
+
+
+async def run_checks(settings: Settings, *, openwebui_url: str | None,
+                     timeout_s: float) -> list[Verdict]:
+    """Every check, in order; none raises (a failure is a FAIL verdict).
+
+    Args:
+        openwebui_url: Open WebUI's base URL as this machine reaches it; None skips the check.
+        timeout_s: limit of each network call (database, LLM, Open WebUI), in seconds.
+    """
+    verdicts = [_check_bind(settings)]
+    db = server = None
+    try:
+        found, db, server = await _check_database(settings, timeout_s)
+        verdicts += found
+    except Exception as exc:
+        verdicts.append(Verdict(FAIL, "database", f"the check itself failed: {_causes(exc)}"))
+    try:
+        verdicts += await _check_embeddings(settings, db)
+    except Exception as exc:
+        verdicts.append(Verdict(FAIL, "embedding model", f"the check itself failed: "
+                                f"{_causes(exc)}"))
+    finally:
+        if db is not None:
+            await db.dispose()
+        if server is not None:
+            server.cleanup()
+    try:
+        verdicts += await _check_llm(settings, timeout_s)
+    except Exception as exc:
+        verdicts.append(Verdict(FAIL, "llm", f"the check itself failed: {_causes(exc)}"))
+    if openwebui_url:
+        verdicts.append(await _check_openwebui(openwebui_url, timeout_s))
+    return verdicts
+
+
+def doctor(
+    openwebui_url: str | None = typer.Option(
+        None, "--openwebui-url", metavar="URL",
+        help="Also check that Open WebUI answers here (e.g. http://127.0.0.1:8080)."),
+    timeout_s: float = typer.Option(10.0, "--timeout-s", min=0.5, max=300,
+                                    help="Limit of each network call, in seconds."),
+) -> None:
+    """Check the database, pgvector, migrations, the embedding model, the LLM endpoint and
+    (with --openwebui-url) Open WebUI; one OK / WARN / FAIL line each, exit 1 on a FAIL."""
+    try:
+        settings = Settings()
+    except ValueError as exc:  # pydantic's ValidationError: a variable has a wrong value
+        typer.echo(Verdict(FAIL, "settings", " ".join(str(exc).split())[:300]).line())
+        raise typer.Exit(code=1) from exc
+    verdicts = asyncio.run(run_checks(settings, openwebui_url=openwebui_url,
+                                      timeout_s=timeout_s))
+    for verdict in verdicts:
+        typer.echo(verdict.line())
+    failed = [v for v in verdicts if v.level == FAIL]
+    typer.echo(f"{len(failed)} of {len(verdicts)} checks failed" if failed else
+               f"all {len(verdicts)} checks passed" + (
+                   f" ({sum(v.level == WARN for v in verdicts)} warnings)"
+                   if any(v.level == WARN for v in verdicts) else ""))
+    raise typer.Exit(code=1 if failed else 0)

@@ -1,0 +1,308 @@
+"""Prometheus metrics and structured logs.
+
+Metrics (text format at `GET /metrics`, bearer key required like every `/v1` call):
+
+- `inlet_latency_seconds` (histogram): time to answer `POST /v1/context`, in the service
+- `inlet_timeouts_total`: inlets that passed the service's own deadline
+- `http_requests_total{route, method, status}`: requests by route *template*
+- `extraction_outcomes_total{outcome}`: `written`, `nothing_new`, `already_done`,
+  `invalid_output`, `gave_up`
+- `extraction_parse_failures_total`: turns whose LLM answer stayed invalid after the repair
+- `turns{status}` (gauge): ledger rows per status (`queued`, `done`, `failed`)
+- `job_queue_depth{queue, status}` (gauge): jobs waiting (`todo`) or running (`doing`)
+- `memories_without_vector` (gauge): memories waiting for a (re-)embedding
+- `database_up` (gauge): 1 when the scrape could read the database
+- `embedding_cache_hits_total`, `embedding_cache_misses_total`: query-embedding LRU cache
+- `relevance_cache_hits_total`, `relevance_cache_misses_total`: LLM relevance-score cache
+
+Labels never carry user ids, chat ids or memory content: routes are templates such as
+`/v1/users/{user_id}/memories`, outcomes and statuses are fixed words. Gauges are read from
+the database at scrape time, so they are right for every replica and after a restart.
+
+Counters live at module level (one process serves one app); each app gets its own registry
+that exposes them next to its scrape-time gauges, so several apps in one process (tests)
+never collide.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from service.core import safety
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from service.flows.runtime import Runtime
+
+__all__ = [
+    "CONTENT_TYPE",
+    "JsonFormatter",
+    "MetricsMiddleware",
+    "ScrapeState",
+    "ScrubFilter",
+    "build_registry",
+    "configure_logging",
+    "read_state",
+    "record_extraction",
+    "record_inlet_timeout",
+    "render",
+]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+INLET_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.8, 1.0, 2.0, 5.0)
+"""Histogram buckets in seconds: dense up to the filter's default inlet timeout (0.8 s)."""
+
+EXTRACTION_OUTCOMES = ("written", "nothing_new", "already_done", "invalid_output", "gave_up")
+"""The only values of the `outcome` label."""
+
+disable_created_metrics()  # no `*_created` series: a scrape shows values, not start times
+
+INLET_LATENCY = Histogram("inlet_latency_seconds", "Time to answer POST /v1/context (seconds).",
+                          buckets=INLET_BUCKETS_S, registry=None)
+INLET_TIMEOUTS = Counter("inlet_timeouts", "Inlets that passed the service's own deadline.",
+                         registry=None)
+HTTP_REQUESTS = Counter("http_requests", "HTTP requests by route template, method and status.",
+                        ["route", "method", "status"], registry=None)
+EXTRACTIONS = Counter("extraction_outcomes", "Extraction job runs by outcome.", ["outcome"],
+                      registry=None)
+PARSE_FAILURES = Counter(
+    "extraction_parse_failures",
+    "Turns whose LLM answer was not valid operations JSON even after the repair retry.",
+    registry=None)
+for _outcome in EXTRACTION_OUTCOMES:  # every outcome is exported from the start, at 0
+    EXTRACTIONS.labels(outcome=_outcome)
+
+_SHARED: tuple[Collector, ...] = (INLET_LATENCY, INLET_TIMEOUTS, HTTP_REQUESTS, EXTRACTIONS,
+                                  PARSE_FAILURES)
+
+
+def record_extraction(outcome: str) -> None:
+    """Count one extraction run; `outcome` is one of `EXTRACTION_OUTCOMES`.
+
+    `invalid_output` also counts one `extraction_parse_failures_total`.
+    """
+    if outcome not in EXTRACTION_OUTCOMES:
+        raise ValueError(f"unknown extraction outcome {outcome!r}")
+    EXTRACTIONS.labels(outcome=outcome).inc()
+    if outcome == "invalid_output":
+        PARSE_FAILURES.inc()
+
+
+def record_inlet_timeout() -> None:
+    """Count one inlet that passed the service's deadline and degraded."""
+    INLET_TIMEOUTS.inc()
+
+
+# --- scrape-time values -------------------------------------------------------------------
+
+
+class ScrapeState:
+    """Values read from the database just before a scrape (set by the `/metrics` route)."""
+
+    def __init__(self) -> None:
+        self.database_up = 0  #: 1 when the last read succeeded
+        self.turns: dict[str, int] = {}  #: ledger status → rows
+        self.jobs: dict[tuple[str, str], int] = {}  #: (queue, status) → rows
+        self.without_vector = 0  #: memories waiting for an embedding
+
+
+class _RuntimeCollector(Collector):
+    """Database gauges from a `ScrapeState` and cache counters read off the runtime."""
+
+    def __init__(self, state: ScrapeState, runtime: Any) -> None:
+        self._state = state
+        self._runtime = runtime  # a callable returning the live Runtime or None
+
+    def collect(self) -> Iterable[Metric]:
+        s = self._state
+        up = GaugeMetricFamily("database_up", "1 when the scrape could read the database.")
+        up.add_metric([], s.database_up)
+        yield up
+        turns = GaugeMetricFamily("turns", "Turn ledger rows per status.", labels=["status"])
+        for status, n in sorted(s.turns.items()):
+            turns.add_metric([status], n)
+        yield turns
+        jobs = GaugeMetricFamily("job_queue_depth", "Jobs waiting (todo) or running (doing).",
+                                 labels=["queue", "status"])
+        for (queue, status), n in sorted(s.jobs.items()):
+            jobs.add_metric([queue, status], n)
+        yield jobs
+        pending = GaugeMetricFamily("memories_without_vector",
+                                    "Memories waiting for a (re-)embedding.")
+        pending.add_metric([], s.without_vector)
+        yield pending
+        rt = self._runtime()
+        encoder = getattr(rt, "encoder", None)
+        relevance = getattr(rt, "relevance_cache", None)
+        for name, source, text in (
+            ("embedding_cache_hits", encoder, "hits"),
+            ("embedding_cache_misses", encoder, "misses"),
+            ("relevance_cache_hits", relevance, "hits"),
+            ("relevance_cache_misses", relevance, "misses"),
+        ):
+            family = CounterMetricFamily(name, f"Cache {text} of the {name.split('_')[0]} cache.")
+            family.add_metric([], float(getattr(source, text, 0) or 0))
+            yield family
+
+
+def build_registry(state: ScrapeState, runtime: Any) -> CollectorRegistry:
+    """A registry exposing the shared counters and this app's scrape-time values.
+
+    Args:
+        runtime: a callable returning the app's Runtime (None while starting).
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in _SHARED:
+        registry.register(collector)
+    registry.register(_RuntimeCollector(state, runtime))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    """The registry in Prometheus text format."""
+    return generate_latest(registry)
+
+
+async def read_state(rt: Runtime, state: ScrapeState) -> None:
+    """Fill `state` from the database; on failure mark it down and keep the old numbers."""
+    from service.storage import admin, turns, vectors
+
+    try:
+        async with rt.db.unit_of_work() as session:
+            state.turns = await turns.counts(session)
+            found = await admin.job_counts(session)
+            state.without_vector = await vectors.count_pending(session,
+                                                              model=rt.encoder.model_name)
+        # every queue of a registered task is shown, at 0 when empty
+        queues = {str(task.queue) for task in rt.jobs.tasks.values()}
+        state.jobs = {(q, st): found.get((q, st), 0) for q in queues for st in ("todo", "doing")}
+        state.jobs.update(found)
+        state.database_up = 1
+    except Exception:  # a scrape must answer while the database is away
+        logging.getLogger(__name__).warning("metrics: the database could not be read")
+        state.database_up = 0
+
+
+# --- request metrics ----------------------------------------------------------------------
+
+
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+
+
+class MetricsMiddleware:
+    """ASGI middleware: counts requests by route template and times the inlet.
+
+    The route template comes from the matched route (`scope["route"].path`), so a user id in
+    the path never becomes a label; unmatched paths are counted as `unmatched`.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            method = str(scope.get("method", ""))
+            method = method if method in _METHODS else "OTHER"  # labels stay a bounded set
+            HTTP_REQUESTS.labels(route=route, method=method, status=str(status["code"])).inc()
+            if route == "/v1/context" and method == "POST":
+                INLET_LATENCY.observe(time.perf_counter() - started)
+
+
+# --- structured logs ----------------------------------------------------------------------
+
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=\-]{8,}")
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {
+    "message", "asctime", "color_message"}
+
+
+def scrub(text: str) -> str:
+    """`text` with bearer tokens, keys, card numbers and codes replaced by "[redacted]"."""
+    return safety.redact_secrets(_BEARER.sub(r"\1 " + safety.REDACTED, text))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: `ts` (UTC ISO-8601), `level`, `logger`, `message`, extras.
+
+    Messages and tracebacks pass through `scrub`, a second line of defence: log calls must
+    already leave memory content and message text out (they log ids and counts).
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": scrub(record.getMessage()),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value if isinstance(value, int | float | bool) or value is None \
+                    else scrub(str(value))
+        if record.exc_info:
+            entry["exc"] = scrub(self.formatException(record.exc_info))
+        return json.dumps(entry, ensure_ascii=False)
+
+
+class ScrubFilter(logging.Filter):
+    """Rewrites each record's message through `scrub` before any handler formats it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = scrub(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access", "procrastinate")
+"""Loggers whose handlers are configured (root and the server's own)."""
+
+
+def configure_logging(log_format: str) -> None:
+    """Scrub secrets from every log line, and write JSON lines when `log_format` is "json".
+
+    Runs in the app's lifespan, after the server configured its own loggers, and may run
+    again (nothing is added twice). With "json" a root logger without handlers gets one on
+    stderr.
+    """
+    if log_format == "json" and not logging.getLogger().handlers:
+        logging.getLogger().addHandler(logging.StreamHandler())
+    formatter = JsonFormatter() if log_format == "json" else None
+    for name in LOGGERS:
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, ScrubFilter) for f in handler.filters):
+                handler.addFilter(ScrubFilter())
+            if formatter is not None:
+                handler.setFormatter(formatter)

@@ -1,0 +1,137 @@
+"""Case 35: a changed embedding model never breaks memory.
+
+- Another 384-dimension model: at start the old vectors are dropped, keyword search finds the
+  memories meanwhile, a background job re-embeds them, then vector search finds them again.
+- A model of another dimension: the service refuses to start with a sentence saying why,
+  and the stored memories are left as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+from bench.service_process import REPO_ROOT, free_port
+from service.embeddings.encoder import Encoder
+from tests.reliability.support import metric, record_figures, renamed_model, scrape, wide_model
+from tests.support.extraction_replies import by_message, new_op
+from tests.support.live_service import LiveService
+from tests.support.llm_stub import LLMStub
+
+USER = "cat-owner"
+CHAT = {"user_id": USER, "chat_id": "chat-cats", "kind": "saved"}
+FACTS = ["User has a cat named Miso", "User's cat Miso is afraid of the vacuum cleaner",
+         "User works as a translator", "User lives in Ghent", "User plays badminton on Fridays"]
+
+
+def _embedding_models(url: str) -> list[tuple[str | None, int]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT embedding_model, count(*) FROM memories WHERE status = 'active' "
+            "GROUP BY 1 ORDER BY 1").fetchall()
+
+
+def _wait(live: LiveService, predicate, timeout_s: float = 90) -> dict:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = live.client.get("/v1/admin/embeddings").json()
+        if predicate(state) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.2)
+
+
+def test_another_384_dimension_model_re_embeds_in_the_background(
+    database_url: str, encoder: Encoder, tmp_path: Path
+) -> None:
+    first = LiveService.start(database_url=database_url, encoder=encoder,
+                              state_dir=tmp_path / "s1")
+    try:
+        for fact in FACTS:
+            assert first.client.post(f"/v1/users/{USER}/memories",
+                                     json={"content": fact}).status_code == 201
+    finally:
+        first.stop()
+    assert _embedding_models(database_url) == [("all-MiniLM-L6-v2", 5)]
+
+    variant = Encoder(renamed_model(tmp_path / "minilm-variant"))
+    try:
+        # 1. Started without workers: the switch is detected, nothing is re-embedded yet.
+        waiting = LiveService.start(database_url=database_url, encoder=variant,
+                                    state_dir=tmp_path / "s2", env={"MEMORY_RUN_WORKERS": "false"})
+        try:
+            state = waiting.client.get("/v1/admin/embeddings").json()
+            assert (state["model"], state["dimension"], state["memories_waiting"]) == (
+                "minilm-variant", 384, 5)
+            assert _embedding_models(database_url) == [(None, 5)]
+            found = waiting.client.get(f"/v1/users/{USER}/memories/search",
+                                       params={"q": "cat"}).json()["items"]
+            assert sorted(m["content"] for m in found) == sorted(FACTS[:2])
+            context = waiting.client.post("/v1/context", json={
+                "chat": CHAT, "message": "How many cats do I have?"})
+            assert context.status_code == 200
+            # only core memories reach the prompt now, without any vector similarity
+            assert {m["similarity"] for m in context.json()["memories"]} == {0.0}
+            assert waiting.client.post("/v1/turns", json={
+                "chat": CHAT, "user_message_id": "m1",
+                "user_message": "I just adopted a second cat."}).status_code == 202
+            added = waiting.client.post(f"/v1/users/{USER}/memories",
+                                        json={"content": "User is allergic to pollen"})
+            assert added.status_code == 201
+            assert waiting.client.get("/v1/admin/embeddings").json()["memories_waiting"] == 5
+            assert metric(scrape(waiting), "memories_without_vector") == 5
+        finally:
+            waiting.stop()
+
+        # 2. With workers: the re-embedding job runs, the waiting turn is extracted.
+        with LLMStub(responder=by_message({"second cat": [
+                new_op("User adopted a second cat", tags=["possession"])]})) as llm:
+            working = LiveService.start(database_url=database_url, encoder=variant,
+                                        state_dir=tmp_path / "s3",
+                                        env={"LLM_BASE_URL": llm.base_url,
+                                             "LLM_MODEL": "stub-model"})
+            try:
+                working.wait_for_extraction()
+                state = _wait(working, lambda s: s["memories_waiting"] == 0)
+                assert state["memories_waiting"] == 0, state
+                assert state["memories_by_model"] == {"minilm-variant": 7}
+                context = working.client.post("/v1/context", json={
+                    "chat": CHAT, "message": "How many cats do I have?"}).json()
+                by_content = {m["content"]: m["similarity"] for m in context["memories"]}
+                for fact in (*FACTS[:2], "User adopted a second cat"):
+                    assert by_content.get(fact, 0) > 0.6, (fact, by_content)
+                assert metric(scrape(working), "memories_without_vector") == 0
+            finally:
+                working.stop()
+    finally:
+        variant.close()
+    assert _embedding_models(database_url) == [("minilm-variant", 7)]
+    record_figures("embedding_model_change", {
+        "memories_before": 5, "re_embedded": 5, "stored_meanwhile": 2,
+        "requests_meanwhile_status": [200, 202, 201], "vectors_of_new_model_after": 7})
+
+
+def test_a_model_of_another_dimension_is_refused_at_start(
+    database_url: str, encoder: Encoder, tmp_path: Path
+) -> None:
+    live = LiveService.start(database_url=database_url, encoder=encoder, state_dir=tmp_path / "s")
+    try:
+        live.client.post(f"/v1/users/{USER}/memories", json={"content": FACTS[0]})
+    finally:
+        live.stop()
+    model = wide_model(tmp_path / "wide-768")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MEMORY_", "LLM_", "EMBEDDING_")) and k != "DATABASE_URL"}
+    env.update({"DATABASE_URL": database_url, "MEMORY_PORT": str(free_port()),
+                "MEMORY_API_KEY": "k", "MEMORY_STATE_DIR": str(tmp_path / "state"),
+                "EMBEDDING_MODEL_PATH": str(model), "EMBEDDING_BACKEND": "torch"})
+    done = subprocess.run([sys.executable, "-m", "service", "serve"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode != 0
+    assert ("the embedding model wide-768 makes 768-dimension vectors, but memories are "
+            "stored as 384-dimension vectors") in done.stdout + done.stderr
+    assert _embedding_models(database_url) == [("all-MiniLM-L6-v2", 1)]

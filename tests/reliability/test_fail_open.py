@@ -1,0 +1,102 @@
+"""Cases 26 and 27: whatever the service does, the chat is answered within the timeout valves.
+
+The real filter file, called as Open WebUI calls it, talks to the real service through a
+fault-injecting proxy (or to nothing at all). For each fault the inlet must return the body
+without a memory block and the outlet must return the body unchanged, each with a status line
+for the user, and neither may wait longer than its timeout valve (plus a small margin for the
+event loop; the valves are the filter's defaults, 0.8 s and 2.0 s).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from urllib.parse import urlparse
+
+import psycopg
+import pytest
+
+from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
+from tests.reliability.faults import FaultProxy
+from tests.reliability.support import record_figures
+from tests.support.live_service import LiveService
+from tests.support.memory_stub import closed_port_url
+
+INLET_TIMEOUT_S = 0.8
+OUTLET_TIMEOUT_S = 2.0
+MARGIN_S = 0.3
+TIMESTAMP = 1_780_000_000
+UNAVAILABLE = "Memory unavailable — answering without it"
+NOT_SAVED = "Memory could not save this turn"
+
+FAULTS = ["down", "reset", "slow", "hang", "server_error", "garbage", "truncated", "wrong_key"]
+_survived: dict[str, dict[str, float]] = {}
+
+
+def _harness(url: str, api_key: str) -> FilterHarness:
+    instance = load_filter_instance()
+    instance.valves = instance.Valves(service_url=url, api_key=api_key,
+                                      inlet_timeout_s=INLET_TIMEOUT_S,
+                                      outlet_timeout_s=OUTLET_TIMEOUT_S)
+    return FilterHarness(instance)
+
+
+async def _one_turn(harness: FilterHarness, user_id: str, text: str) -> tuple[object, object, dict]:
+    chat = SavedChat(user=harness.make_user(user_id=user_id, name="Alex"), timestamp_s=TIMESTAMP)
+    body, metadata, user_message_id, assistant_id = chat.inlet_request(text)
+    sent = copy.deepcopy(body["messages"])
+    seen = await harness.inlet(chat, body, metadata)
+    outlet_body = chat.record_turn(user_message_id=user_message_id, text=text,
+                                   assistant_id=assistant_id, reply="Hello! How can I help?")
+    expected = copy.deepcopy(outlet_body)
+    out = await harness.outlet(chat, outlet_body, metadata)
+    return seen, out, {"sent": sent, "outlet": expected}
+
+
+async def test_the_proxy_passes_the_real_service_through(live: LiveService) -> None:
+    """Control: with no fault the block is injected and the turn handed over."""
+    live.client.post("/v1/users/u-ctrl/memories", json={"content": "User is vegetarian"})
+    with FaultProxy(upstream_port=urlparse(live.base_url).port or 0) as proxy:
+        seen, out, _ = await _one_turn(_harness(proxy.url, live.api_key), "u-ctrl",
+                                       "Hello! I'm vegetarian, what should I cook tonight?")
+    assert "User is vegetarian" in seen.system_text  # type: ignore[attr-defined]
+    assert out.events == []  # type: ignore[attr-defined]
+    status = live.client.get("/v1/status").json()
+    assert status["turns_queued"] + status["turns_done"] == 1
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_the_chat_is_answered_within_the_valves_whatever_the_service_does(
+    live: LiveService, database_url: str, fault: str
+) -> None:
+    live.client.post("/v1/users/u-fault/memories", json={"content": "User is vegetarian"})
+    port = urlparse(live.base_url).port or 0
+    key = "wrong-key" if fault == "wrong_key" else live.api_key
+    if fault == "server_error":  # the real service answering 500: its tables are gone
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE memories RENAME TO memories_gone")
+            conn.execute("ALTER TABLE turns RENAME TO turns_gone")
+    mode = {"slow": "slow", "hang": "hang", "reset": "reset", "garbage": "garbage",
+            "truncated": "truncated"}.get(fault, "pass")
+    with FaultProxy(upstream_port=port, mode=mode, delay_s=30.0) as proxy:
+        url = closed_port_url() if fault == "down" else proxy.url
+        harness = _harness(url, key)
+        started = time.monotonic()
+        seen, out, before = await _one_turn(harness, "u-fault", "Hello! What should I cook?")
+        total_s = time.monotonic() - started
+    inlet_s = seen.elapsed_ms / 1000  # type: ignore[attr-defined]
+    outlet_s = out.elapsed_ms / 1000  # type: ignore[attr-defined]
+    assert seen.body["messages"] == before["sent"]  # type: ignore[attr-defined]
+    assert [e["data"]["description"] for e in seen.events] == [UNAVAILABLE]  # type: ignore[attr-defined]
+    assert inlet_s <= INLET_TIMEOUT_S + MARGIN_S, inlet_s
+    assert out.body == before["outlet"]  # type: ignore[attr-defined]
+    if fault in ("garbage", "truncated"):
+        # the service took the turn; only its answer was damaged on the way back
+        assert outlet_s <= OUTLET_TIMEOUT_S + MARGIN_S, outlet_s
+    else:
+        assert [e["data"]["description"] for e in out.events] == [NOT_SAVED]  # type: ignore[attr-defined]
+        assert outlet_s <= OUTLET_TIMEOUT_S + MARGIN_S, outlet_s
+    _survived[fault] = {"inlet_s": round(inlet_s, 3), "outlet_s": round(outlet_s, 3),
+                        "turn_s": round(total_s, 3)}
+    record_figures("fail_open", {"inlet_timeout_s": INLET_TIMEOUT_S,
+                                 "outlet_timeout_s": OUTLET_TIMEOUT_S, "faults": _survived})
