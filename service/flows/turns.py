@@ -9,7 +9,7 @@ from typing import Any
 
 from procrastinate import exceptions as job_errors
 
-from service.core import commands, privacy
+from service.core import commands, privacy, safety
 from service.core.records import ChatContext, ChatKind
 from service.flows.runtime import Runtime
 from service.storage import turns, user_state
@@ -49,8 +49,10 @@ async def accept_turn(
     payload = {
         "chat": chat_to_json(chat),
         "occurred_at": occurred_at.isoformat() if occurred_at else None,
-        "texts": {"user": user_message, "assistant": assistant_message,
-                  "history": [list(h) for h in history]},
+        # Redacted before they are stored: a parked turn must hold no credentials.
+        "texts": {"user": safety.redact_secrets(user_message),
+                  "assistant": safety.redact_secrets(assistant_message or "") or None,
+                  "history": [[role, safety.redact_secrets(text)] for role, text in history]},
     }
     async with rt.db.unit_of_work() as session:
         if await user_state.is_paused(session, user_id=chat.user_id):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import DataError, InterfaceError, OperationalError
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -23,7 +24,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from service.errors import DatabaseUnavailable
+from service.errors import DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,15 @@ class Database:
             try:
                 yield session
                 await session.commit()
+            except DataError as exc:
+                await session.rollback()
+                raise InvalidInput("a value cannot be stored: text with a NUL character, or a "
+                                   "number out of range") from exc
+            except (OperationalError, InterfaceError) as exc:
+                with contextlib.suppress(Exception):  # the connection may be gone already
+                    await session.rollback()
+                raise DatabaseUnavailable(f"PostgreSQL is not reachable: {exc.orig or exc}") \
+                    from exc
             except BaseException:
                 await session.rollback()
                 raise

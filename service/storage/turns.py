@@ -77,12 +77,14 @@ async def finish(
     session: AsyncSession, *, turn_id: int, status: TurnStatus, memories_written: int = 0,
     error: str | None = None,
 ) -> None:
-    """Close a turn and erase its message texts (only the ledger key stays)."""
+    """Close a turn. A done turn's message texts are erased (only the ledger key stays); a
+    failed one keeps them, already redacted of secrets, until it is retried."""
     await session.execute(
         update(TurnRow).where(TurnRow.id == turn_id).values(
             status=status.value, memories_written=memories_written, error=error,
             finished_at=datetime.now(UTC),
-            payload=TurnRow.payload.op("-")("texts"),
+            payload=(TurnRow.payload.op("-")("texts") if status is TurnStatus.DONE
+                     else TurnRow.payload),
         )
     )
 

@@ -90,8 +90,9 @@ async def test_truncated_or_missing_json_is_retried_once_then_fails_without_part
     assert sent[1]["messages"][-1]["content"].startswith("Your previous answer was not a valid")
     assert status["status"] == "up to date; 1 turns failed"
     assert _active(live) == []
-    row = await (await db_conn.execute("SELECT count(*) FROM turns WHERE payload ? 'texts'")).fetchone()
-    assert row == (0,), "finished turns keep no message text"
+    row = await (await db_conn.execute(
+        "SELECT status, payload ? 'texts' FROM turns")).fetchall()
+    assert row == [("failed", True)], "a failed turn keeps its text so it can be retried"
 
 
 def test_repairable_json_is_repaired(service_factory) -> None:  # type: ignore[no-untyped-def]

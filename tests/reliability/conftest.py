@@ -32,7 +32,7 @@ def state_dir(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
               encoder: Encoder) -> Path:
     """A MEMORY_STATE_DIR holding the ONNX export the suite already made (no second export)."""
     del encoder  # requested so that the export exists
-    exported = next(tmp_path_factory.getbasetemp().glob("models*/model.onnx"))
+    exported = next(tmp_path_factory.getbasetemp().glob("models*/*.onnx"))
     (tmp_path / "state" / "models").mkdir(parents=True)
-    shutil.copy(exported, tmp_path / "state" / "models" / "model.onnx")
+    shutil.copy(exported, tmp_path / "state" / "models" / exported.name)
     return tmp_path / "state"

@@ -93,9 +93,6 @@ def test_an_llm_outage_is_retried_with_backoff_then_the_turn_is_parked_and_liste
                                   "turn_parked_as_failed": 1, "listed_by_admin_api": 1})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "storage.turns.finish erases a turn's texts when it fails, so a parked turn has nothing "
-    "left to extract; failed turns must keep their texts until retried (see docs/reliability.md)"))
 def test_a_parked_turn_is_extracted_once_after_a_retry(
     failing, outage: _Outage  # type: ignore[no-untyped-def]
 ) -> None:
