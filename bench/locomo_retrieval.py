@@ -21,6 +21,8 @@ Retrievers, all over the same texts and the same vectors (each text is embedded 
 - **bm25**: rank-bm25's Okapi BM25 with k1 = 1.2, b = 0.75 over `tokenize` (lower-cased
   `[a-z0-9]+` tokens without scikit-learn's English stop words, no stemming), LOCOMO.md's
   reference setting.
+- **bm25_short_stoplist**: the same with `FUNCTION_WORDS` as the stop list, a sensitivity run
+  (scikit-learn's list also drops content words).
 - **dense**: exact cosine top-k with all-MiniLM-L6-v2 — what Open WebUI memory plugins do.
 - **ours**: the service's read path. The memories are inserted with
   `service.storage.memories.insert` into a migrated embedded PostgreSQL (one owner per pool,
@@ -100,19 +102,33 @@ WARMUP_QUERIES = 20
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
+#: A short stop list of English function words only (articles, pronouns, auxiliaries,
+#: prepositions, conjunctions, question words), for the `bm25_short_stoplist` sensitivity run.
+#: scikit-learn's 318-word list also drops content verbs and nouns that LoCoMo questions hinge
+#: on ("find", "go", "see", "made", "give", "name", "part", "move", "fire"...).
+FUNCTION_WORDS = frozenset("""
+a an the and or but nor if then else so than too very of at by for with about against to from
+in on into onto out off over under up down through during before after above below again
+further once is are was were be been being am do does did doing have has had having i me my
+mine myself you your yours yourself he him his himself she her hers herself it its itself we
+us our ours ourselves they them their theirs themselves what which who whom whose this that
+these those when where why how there here all any both each few more most other some such no
+not only own same can could will would shall should may might must just now s t don
+""".split())
 
-# -- metrics (pure) ---------------------------------------------------------------------------
 
+def tokenize(text: str, stop_words: Collection[str] | None = None) -> list[str]:
+    """BM25 tokens: lower-cased `[a-z0-9]+` runs without stop words, no stemming.
 
-def tokenize(text: str) -> list[str]:
-    """BM25 tokens: lower-cased `[a-z0-9]+` runs without English stop words, no stemming.
-
-    The stop-word list is scikit-learn's `ENGLISH_STOP_WORDS` (318 words), as in LOCOMO.md's
-    BM25 reference.
+    Args:
+        stop_words: words to drop; None = scikit-learn's `ENGLISH_STOP_WORDS` (318 words), as
+            in LOCOMO.md's BM25 reference.
     """
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    if stop_words is None:
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    return [token for token in _TOKEN.findall(text.lower()) if token not in ENGLISH_STOP_WORDS]
+        stop_words = ENGLISH_STOP_WORDS
+    return [token for token in _TOKEN.findall(text.lower()) if token not in stop_words]
 
 
 def _covered(ranked: Sequence[Collection[str]], k: int) -> set[str]:
@@ -223,20 +239,27 @@ class Pool:
     now: datetime  #: query time: the day after the last session
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 384), np.float32))  #: (n, 384)
     by_memory_id: dict[Any, int] = field(default_factory=dict)  #: service memory id → index
-    _bm25: Any = None
+    _bm25: dict[str, Any] = field(default_factory=dict)
 
     def n_relevant(self, evidence: Collection[str]) -> int:
         """Memories of this pool covering at least one of `evidence`."""
         wanted = set(evidence)
         return sum(1 for cover in self.covers if cover & wanted)
 
-    def bm25_top(self, question: str, k: int) -> list[int]:
-        """Indices of the `k` best memories by Okapi BM25, ties in insertion order."""
-        if self._bm25 is None:
+    def bm25_top(self, question: str, k: int,
+                 stop_words: Collection[str] | None = None) -> list[int]:
+        """Indices of the `k` best memories by Okapi BM25, ties in insertion order.
+
+        Args:
+            stop_words: see `tokenize` (None = scikit-learn's list).
+        """
+        key = "sklearn" if stop_words is None else "custom"
+        if key not in self._bm25:
             from rank_bm25 import BM25Okapi
 
-            self._bm25 = BM25Okapi([tokenize(t) for t in self.texts], k1=BM25_K1, b=BM25_B)
-        scores = self._bm25.get_scores(tokenize(question))
+            self._bm25[key] = BM25Okapi([tokenize(t, stop_words) for t in self.texts],
+                                        k1=BM25_K1, b=BM25_B)
+        scores = self._bm25[key].get_scores(tokenize(question, stop_words))
         return np.argsort(-scores, kind="stable")[:k].tolist()
 
     def dense_top(self, query_vector: np.ndarray, k: int) -> list[int]:
@@ -367,7 +390,7 @@ async def insert_pool(rt: Any, pool: Pool) -> float:
                 content=text, tags=(), confidence=0.9, source_kind=SourceKind.EXTRACTION,
                 source_chat_id=f"{pool.conversation_id}-{pool.kind}",
                 source_message_id=",".join(sorted(cover)) or None, created_at=date,
-                embedding=pool.vectors[index], embedding_model="all-MiniLM-L6-v2")
+                embedding=pool.vectors[index], embedding_model=rt.encoder.model_name)
             pool.by_memory_id[memory.id] = index
     return time.perf_counter() - started
 
@@ -432,23 +455,27 @@ async def evaluate(
     return record
 
 
-def _report(record: RunRecord, pools: Sequence[Pool], load: tuple[float, float]) -> dict[str, Any]:
-    return summarize(record.rows) | {
+def _report(record: RunRecord, pools: Sequence[Pool], load: tuple[float, float],
+            per_question: bool) -> dict[str, Any]:
+    report = summarize(record.rows) | {
         "memories_stored": sum(len(p.texts) for p in pools),
         "tokens_top10_mean": round(float(np.mean(record.tokens_top10)), 1),
         "returned_mean": round(float(np.mean(record.returned)), 1),
         "returned_none_share": round(100.0 * float(np.mean(np.array(record.returned) == 0)), 1),
         "search_latency": _percentiles(record.search_ms) | {
             "n": len(record.search_ms), "loadavg_1min_before_after": [round(x, 2) for x in load]},
-        "per_question": [
-            {"conversation": r["conversation"], "index": r["index"], "category": r["category"],
-             "recall@10": round(r["metrics"]["recall@10"], 3), "rr": round(r["metrics"]["mrr"], 3)}
-            for r in record.rows],
     }
+    if per_question:
+        report["per_question"] = {
+            "fields": ["conversation", "qa index", "category", "recall@10", "reciprocal rank"],
+            "rows": [[r["conversation"], r["index"], r["category"],
+                      round(r["metrics"]["recall@10"], 3), round(r["metrics"]["mrr"], 3)]
+                     for r in record.rows]}
+    return report
 
 
 async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
-                        ablations: bool = False) -> dict[str, Any]:
+                        ablations: bool = False, per_question: bool = False) -> dict[str, Any]:
     """The whole benchmark; returns the JSON document."""
     _scrubbed_environment()
     # Import the whole service first, so a broken tree fails before minutes of embedding.
@@ -521,7 +548,8 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
                     for name, kwargs in variants.items()}
                 for kind, pools in corpora.items():
                     results[kind] = await _run_corpus(
-                        pools, questions, question_vectors, retrieve, rt, variants, kind)
+                        pools, questions, question_vectors, retrieve, rt, variants, kind,
+                        per_question)
                 hits, misses = getattr(encoder, "hits", None), getattr(encoder, "misses", None)
                 results["setup"]["encoder_cache_hits_misses"] = [hits, misses]
         finally:
@@ -540,12 +568,15 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
 async def _run_corpus(
     pools: Sequence[Pool], questions: Mapping[str, Sequence[QAItem]],
     question_vectors: Mapping[str, np.ndarray], retrieve: Callable[..., Any], rt: Any,
-    variants: Mapping[str, Mapping[str, Any]], kind: str,
+    variants: Mapping[str, Mapping[str, Any]], kind: str, per_question: bool,
 ) -> dict[str, Any]:
     """Every retriever over one corpus."""
 
     async def bm25(pool: Pool, q: QAItem) -> list[int]:
         return pool.bm25_top(q.question, TOP_K)
+
+    async def bm25_short(pool: Pool, q: QAItem) -> list[int]:
+        return pool.bm25_top(q.question, TOP_K, FUNCTION_WORDS)
 
     async def dense(pool: Pool, q: QAItem) -> list[int]:
         return pool.dense_top(question_vectors[q.question], TOP_K)
@@ -564,13 +595,15 @@ async def _run_corpus(
 
     for pool in pools:  # build the BM25 indexes outside the timed searches
         pool.bm25_top("warm", 1)
-    searches = {"bm25": bm25, "dense": dense} | {name: service(kwargs) for name, kwargs in variants.items()}
+        pool.bm25_top("warm", 1, FUNCTION_WORDS)
+    searches = {"bm25": bm25, "bm25_short_stoplist": bm25_short, "dense": dense} | {
+        name: service(kwargs) for name, kwargs in variants.items()}
     out: dict[str, Any] = {}
     for name, search in searches.items():
         _progress(f"{kind}: {name}")
         before = os.getloadavg()[0]
         record = await evaluate(pools, questions, search)
-        out[name] = _report(record, pools, (before, os.getloadavg()[0]))
+        out[name] = _report(record, pools, (before, os.getloadavg()[0]), per_question)
     return out
 
 
@@ -578,6 +611,7 @@ async def _run_corpus(
 
 RETRIEVER_LABELS = {
     "bm25": "BM25 (rank-bm25 Okapi)",
+    "bm25_short_stoplist": "BM25, function-word stop list",
     "dense": "dense cosine (all-MiniLM-L6-v2)",
     "ours": "**ours** (service read path)",
     "ours_gated": "ours, after the relevance gate",
@@ -667,6 +701,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="where locomo_retrieval.{json,md,png} go (default: bench/results)")
     parser.add_argument("--ablations", action="store_true",
                         help="also run ours with MMR, recency and full text switched off in turn")
+    parser.add_argument("--per-question", action="store_true",
+                        help="also keep each question's recall@10 and reciprocal rank in the JSON")
     parser.add_argument("--conversations", type=lambda s: [int(x) for x in s.split(",")],
                         default=None, help="comma-separated conversation indices (default: all)")
     return parser.parse_args(argv)
@@ -676,7 +712,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and write JSON, Markdown and PNG; prints the Markdown."""
     args = _parse_args(argv)
     results = asyncio.run(run_benchmark(args.data, args.conversations,
-                                        ablations=args.ablations))
+                                        ablations=args.ablations,
+                                        per_question=args.per_question))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     base = args.out_dir / "locomo_retrieval"
     base.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -686,7 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     plot_retrieval(results, base.with_suffix(".png"), labels=RETRIEVER_LABELS,
                    names=("bm25", "dense", "ours", "ours_gated"))
-    print(markdown)  # noqa: T201
+    print(markdown)
     return 0
 
 

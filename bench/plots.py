@@ -70,7 +70,7 @@ def plot_latency(results: Mapping[str, Any], path: Path) -> None:
         path: the PNG to write (150 dpi).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     for index, (name, rows) in enumerate(results["series"].items()):
         if not rows:
             continue
@@ -88,7 +88,7 @@ def plot_latency(results: Mapping[str, Any], path: Path) -> None:
     ax.set_title(f"Context time vs memory count ({total:,} rows in the table)" if total
                  else "Context time vs memory count")
     ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)

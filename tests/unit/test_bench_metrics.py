@@ -5,6 +5,7 @@ import math
 import pytest
 
 from bench.locomo_retrieval import (
+    FUNCTION_WORDS,
     hit_at_k,
     ndcg_at_k,
     question_metrics,
@@ -95,3 +96,9 @@ def test_tokenizer_keeps_words_unstemmed_and_drops_non_ascii_letters() -> None:
     assert tokenize("Running runs RAN") == ["running", "runs", "ran"]
     assert tokenize("café naïve Zürich") == ["caf", "na", "ve", "z", "rich"]
     assert tokenize("the and of") == []
+
+
+def test_the_function_word_stop_list_keeps_content_words_that_sklearn_drops() -> None:
+    question = "What did Melanie find when she went to see the fire show?"
+    assert tokenize(question) == ["did", "melanie", "went"]
+    assert tokenize(question, FUNCTION_WORDS) == ["melanie", "find", "went", "see", "fire", "show"]
