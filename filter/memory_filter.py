@@ -83,6 +83,13 @@ class Filter:
             default=True,
             description="Recall memories in temporary chats (they are never written).",
         )
+        no_memory_models: str = Field(
+            default="",
+            description=(
+                "Comma-separated model ids (a trailing * matches a prefix) that never receive "
+                "memories, e.g. models served by external providers."
+            ),
+        )
         commands_model_id: str = Field(
             default="memory_commands",
             description="Id of the Memory Commands pipe that shows /memory answers verbatim.",
@@ -212,6 +219,8 @@ async def _recall_into(
         _disable_native_memory(body)
     if kind == "temporary" and not valves.read_in_temporary_chats:
         return
+    if _model_excluded(body.get("model"), valves.no_memory_models):
+        return  # an admin keeps memories away from this model (e.g. an external provider)
 
     request_body: dict[str, Any] = {
         "message": text,
@@ -243,6 +252,17 @@ async def _recall_into(
     _inject_block(body, block)
     if user_valves.show_status:
         await _emit_status(emitter, _recalled_status(memory_count))
+
+
+def _model_excluded(model_id: Any, patterns: str) -> bool:
+    """True when `model_id` matches one of the comma-separated ids or `prefix*` patterns."""
+    if not isinstance(model_id, str) or not patterns.strip():
+        return False
+    for pattern in (p.strip() for p in patterns.split(",")):
+        if pattern and (model_id == pattern
+                        or (pattern.endswith("*") and model_id.startswith(pattern[:-1]))):
+            return True
+    return False
 
 
 def is_memory_command(text: str) -> bool:

@@ -174,3 +174,20 @@ async def test_without_an_llm_the_user_is_told_why_nothing_is_learned(
     assert [e["data"]["description"] for e in out.events] == [
         "Memory: this turn is saved, but learning from it waits until an LLM is set up"]
     assert service.client.get("/v1/status").json()["turns_queued"] == 1
+
+
+async def test_models_of_external_providers_get_no_memory(harness: FilterHarness,
+                                                          live: LiveService) -> None:
+    """Case 34: the admin lists external models; they never see a memory, local ones do."""
+    live.client.post("/v1/users/heart/memories",
+                     json={"content": "User is being treated for a heart condition"})
+    harness.instance.valves = harness.instance.Valves(
+        **{**harness.instance.valves.model_dump(), "no_memory_models": "gpt-4o, openrouter/*"})
+    seen = {}
+    for model in ("gpt-4o", "openrouter/claude", "llama3.1:8b"):
+        chat = _chat(harness, "heart")
+        body, metadata, _, _ = chat.inlet_request("Suggest a weekly workout plan.")
+        body["model"] = model
+        seen[model] = (await harness.inlet(chat, body, metadata)).system_text
+    assert seen["gpt-4o"] == "" and seen["openrouter/claude"] == ""
+    assert "heart condition" in seen["llama3.1:8b"]
