@@ -87,8 +87,7 @@ def fuse(
         for position, cand in enumerate(ranking):
             seq = cand.memory.seq
             scores[seq] = scores.get(seq, 0.0) + weight / (params.rrf_k + position + 1)
-            if seq not in found or (found[seq].vector is None and cand.vector is not None):
-                found[seq] = cand
+            found.setdefault(seq, cand)
             if is_kw:
                 by_keyword.add(seq)
     fused = [Fused(found[seq], min(score / best, 1.0) if best else 0.0, seq in by_keyword)
@@ -128,28 +127,22 @@ def score_fused(
 
 
 def diversify(
-    ranked: Sequence[RankedMemory], vectors: dict[int, np.ndarray], *, lambda_: float,
+    ranked: Sequence[RankedMemory], similarity: np.ndarray | None, *, lambda_: float,
     limit: int,
 ) -> list[RankedMemory]:
     """Maximal marginal relevance: pick `limit` items trading score against redundancy.
 
     Each step takes argmax λ·score − (1 − λ)·max cosine to the items already picked (ties:
-    the earlier item). Items without a vector count as unrelated to everything. The running
-    maximum is updated with one matrix-vector product per pick: O(n·d) a step.
+    the earlier item), keeping a running maximum: O(n) a step.
 
     Args:
-        vectors: memory seq → (384,) float32, L2-normalized.
+        similarity: (n, n) cosine similarities aligned with `ranked` (0 where unknown);
+            None keeps the score order.
         lambda_: 1 keeps the score order, 0 only avoids redundancy.
     """
-    if lambda_ >= 1.0 or len(ranked) <= 1:
+    if lambda_ >= 1.0 or len(ranked) <= 1 or similarity is None:
         return list(ranked[:limit])
     items = list(ranked)
-    dim = next((len(v) for v in vectors.values()), 0)
-    matrix = np.zeros((len(items), dim), dtype=np.float32)
-    for index, item in enumerate(items):
-        vector = vectors.get(item.memory.seq)
-        if vector is not None:
-            matrix[index] = vector
     scores = np.array([item.score for item in items], dtype=np.float64)
     redundancy = np.zeros(len(items), dtype=np.float64)
     available = np.ones(len(items), dtype=bool)
@@ -160,8 +153,7 @@ def diversify(
         best = int(np.argmax(value))
         available[best] = False
         picked.append(items[best])
-        if dim:
-            redundancy = np.maximum(redundancy, matrix @ matrix[best])
+        redundancy = np.maximum(redundancy, similarity[best])
     return picked
 
 

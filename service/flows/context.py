@@ -67,9 +67,14 @@ async def retrieve(
         fused = [f for f in fused if ranking.passes_gate(f, params=params)]
         fused = await relevance.apply_llm_tier(rt, query=query, items=fused, params=params)
     scored = ranking.score_fused(fused, now=now, params=params)
-    vectors = {f.candidate.memory.seq: np.asarray(f.candidate.vector, dtype=np.float32)
-               for f in fused if f.candidate.vector is not None}
-    return ranking.diversify(scored, vectors, lambda_=params.mmr_lambda, limit=limit)
+    # diversity among the best 2×limit only; their similarities come from PostgreSQL
+    head = scored[: max(2 * limit, 20)]
+    similarity = None
+    if params.mmr_lambda < 1.0 and len(head) > 1:
+        async with rt.db.unit_of_work() as session:
+            similarity = await memories.pairwise_similarity(
+                session, seqs=[r.memory.seq for r in head])
+    return ranking.diversify(head, similarity, lambda_=params.mmr_lambda, limit=limit)
 
 
 async def build_context(

@@ -28,6 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import text as sa_text
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased, defer
 
 from service.core.records import (
     Bank,
@@ -143,14 +144,13 @@ async def search(
         .offset(0)
         .subquery()
     )
-    from sqlalchemy.orm import aliased
-
     row_alias = aliased(MemoryRow, inner)
-    stmt = select(row_alias, inner.c.distance).order_by(inner.c.distance, inner.c.seq)
+    # vectors stay in the database: parsing 50 of them costs more than the whole query
+    stmt = (select(row_alias, inner.c.distance).options(defer(row_alias.embedding))
+            .order_by(inner.c.distance, inner.c.seq))
     result = await session.execute(stmt.limit(limit))
     return [
-        Candidate(memory=to_record(row), similarity=similarity_from_distance(d), cosine=1.0 - d,
-                  vector=row.embedding)
+        Candidate(memory=to_record(row), similarity=similarity_from_distance(d), cosine=1.0 - d)
         for row, d in result.all()
     ]
 
@@ -230,6 +230,7 @@ async def keyword_search(
         select(*columns)
         .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value,
                MemoryRow.tsv.op("@@")(query))
+        .options(defer(MemoryRow.embedding))
         .order_by(rank.desc(), MemoryRow.seq)
         .limit(limit)
     )
@@ -238,8 +239,7 @@ async def keyword_search(
         distance = row[2] if query_vector is not None and row[2] is not None else 2.0
         found.append(Candidate(memory=to_record(row[0]),
                                similarity=similarity_from_distance(distance),
-                               cosine=1.0 - distance, vector=row[0].embedding,
-                               text_rank=float(row[1])))
+                               cosine=1.0 - distance, text_rank=float(row[1])))
     return found
 
 
@@ -279,8 +279,8 @@ async def phrase_search(
         .order_by(rank.desc(), MemoryRow.seq)
         .limit(limit)
     )
-    return [Candidate(memory=to_record(row), similarity=0.0, cosine=0.0, vector=row.embedding,
-                      text_rank=float(r)) for row, r in (await session.execute(stmt)).all()]
+    return [Candidate(memory=to_record(row), similarity=0.0, cosine=0.0, text_rank=float(r))
+            for row, r in (await session.execute(stmt.options(defer(MemoryRow.embedding)))).all()]
 
 
 async def export_rows(session: AsyncSession, *, scope: ReadScope) -> list[Memory]:
@@ -305,12 +305,34 @@ async def list_memories(
     return [to_record(r) for r in rows], int(total)
 
 
+async def pairwise_similarity(session: AsyncSession, *, seqs: Sequence[int]) -> np.ndarray:
+    """Cosine similarities between memories, computed inside PostgreSQL.
+
+    Returns:
+        (n, n) float64 aligned with `seqs`; 1 on the diagonal, 0 where a vector is missing.
+    """
+    n = len(seqs)
+    matrix = np.eye(n, dtype=np.float64)
+    if n < 2:
+        return matrix
+    a, b = aliased(MemoryRow), aliased(MemoryRow)
+    stmt = (select(a.seq, b.seq, 1 - a.embedding.cosine_distance(b.embedding))
+            .join(b, a.seq < b.seq)
+            .where(a.seq.in_(list(seqs)), b.seq.in_(list(seqs)),
+                   a.embedding.is_not(None), b.embedding.is_not(None)))
+    index = {seq: i for i, seq in enumerate(seqs)}
+    for left, right, similarity in (await session.execute(stmt)).all():
+        i, j = index[left], index[right]
+        matrix[i, j] = matrix[j, i] = float(similarity)
+    return matrix
+
+
 async def core_memories(session: AsyncSession, *, scope: ReadScope, limit: int) -> list[Memory]:
     """The `limit` most confident, then most recent, active memories in `scope`."""
     if not scope or limit <= 0:
         return []
     stmt = (
-        select(MemoryRow)
+        select(MemoryRow).options(defer(MemoryRow.embedding))
         .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
         .order_by(MemoryRow.confidence.desc(), MemoryRow.created_at.desc(), MemoryRow.seq.desc())
         .limit(limit)

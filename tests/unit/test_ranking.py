@@ -66,12 +66,14 @@ def test_bands_keep_relevant_and_keyword_matches_above_the_floor() -> None:
 
 
 def test_mmr_skips_a_near_duplicate_in_favour_of_a_different_memory() -> None:
-    a, b = np.array([1.0, 0.0], dtype=np.float32), np.array([0.0, 1.0], dtype=np.float32)
     ranked = [RankedMemory(_memory(1), 0.9, 0.90), RankedMemory(_memory(2), 0.9, 0.89),
               RankedMemory(_memory(3), 0.8, 0.80)]
-    picked = ranking.diversify(ranked, {1: a, 2: a, 3: b}, lambda_=0.7, limit=2)
+    similarity = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    picked = ranking.diversify(ranked, similarity, lambda_=0.7, limit=2)
     assert [r.memory.seq for r in picked] == [1, 3]
-    assert [r.memory.seq for r in ranking.diversify(ranked, {}, lambda_=1.0, limit=2)] == [1, 2]
+    assert [r.memory.seq for r in ranking.diversify(ranked, None, lambda_=0.7, limit=2)] == [1, 2]
+    assert [r.memory.seq for r in ranking.diversify(ranked, similarity, lambda_=1.0,
+                                                    limit=2)] == [1, 2]
 
 
 def test_budget_skips_what_does_not_fit_and_keeps_shorter_items() -> None:
