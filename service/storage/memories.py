@@ -222,16 +222,22 @@ async def keyword_search(
     if not scope or limit <= 0 or not text.strip():
         return []
     query = or_query(text)
-    rank = func.ts_rank(MemoryRow.tsv, query).label("rank")
-    columns: list[Any] = [MemoryRow, rank]
+    # The owner's rows first (btree), then the text match on them: behind the OFFSET 0 fence
+    # the planner cannot start from the GIN index over every owner's rows, so the cost
+    # follows the user's memory count, not the table's.
+    inner = (select(MemoryRow)
+             .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
+             .offset(0).subquery())
+    owned = aliased(MemoryRow, inner)
+    rank = func.ts_rank(owned.tsv, query).label("rank")
+    columns: list[Any] = [owned, rank]
     if query_vector is not None:
-        columns.append(MemoryRow.embedding.cosine_distance(query_vector).label("distance"))
+        columns.append(owned.embedding.cosine_distance(query_vector).label("distance"))
     stmt = (
         select(*columns)
-        .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value,
-               MemoryRow.tsv.op("@@")(query))
-        .options(defer(MemoryRow.embedding))
-        .order_by(rank.desc(), MemoryRow.seq)
+        .where(owned.tsv.op("@@")(query))
+        .options(defer(owned.embedding))
+        .order_by(rank.desc(), owned.seq)
         .limit(limit)
     )
     found: list[Candidate] = []
