@@ -30,9 +30,11 @@ def _fail(exc: BaseException, verbose: bool) -> None:
 FILTER_HELP = """
 Memory service starting on http://{host}:{port} (ready when GET /readyz answers 200)
   API key: {key}
-Install the filter into Open WebUI:
-  Admin Panel → Functions → + → paste filter/memory_filter.py → Save → enable it (and make it Global);
-  then open its Valves: service_url = http://{host}:{port} (as Open WebUI reaches it), api_key = the key above.
+Install into Open WebUI with one command (filter, /memory commands pipe, valves):
+  .venv/bin/python -m service openwebui install --url http://127.0.0.1:8080 --token <admin token>
+or by hand: Admin Panel → Functions → + → paste filter/memory_filter.py and
+filter/memory_commands.py → enable both, make the filter Global, and set its Valves
+service_url = http://{host}:{port} (as Open WebUI reaches it) and api_key = the key above.
 """
 
 
