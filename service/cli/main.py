@@ -8,23 +8,12 @@ import sys
 import typer
 
 from service.cli import doctor, openwebui, summarize, turns
+from service.cli.failures import fail
 from service.config import Settings
 from service.errors import MemoryServiceError
 
 app = typer.Typer(help="Memory service for Open WebUI.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
-
-
-def _fail(exc: BaseException, verbose: bool) -> None:
-    causes: list[str] = []
-    current: BaseException | None = exc
-    while current is not None:
-        causes.append(str(current) or type(current).__name__)
-        current = current.__cause__
-    typer.echo("error: " + "\n  caused by: ".join(causes), err=True)
-    if verbose:
-        raise exc
-    raise typer.Exit(code=1)
 
 
 FILTER_HELP = """
@@ -63,7 +52,7 @@ def serve(
         uvicorn.run(api, host=settings.host, port=settings.port, log_level="info",
                     timeout_graceful_shutdown=10)
     except MemoryServiceError as exc:
-        _fail(exc, verbose)
+        fail(exc, verbose)
 
 
 @app.command()
@@ -81,7 +70,7 @@ def migrate(verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
         if server is not None:
             server.cleanup()
     except MemoryServiceError as exc:
-        _fail(exc, verbose)
+        fail(exc, verbose)
 
 
 @app.command("api-key")

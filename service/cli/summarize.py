@@ -16,12 +16,13 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from service.cli.failures import fail
 from service.config import Settings
 from service.core import consolidation as policy
 from service.core.records import OwnerKind
@@ -64,7 +65,7 @@ def summarize(
         report = asyncio.run(_summarize(None if all_owners else owners, dry_run=dry_run,
                                         show_text=show_text))
     except MemoryServiceError as exc:
-        _fail(exc, verbose)
+        fail(exc, verbose)
     if report.failed:
         typer.echo(f"error: the run stopped: {report.stopped or 'the LLM could not answer'}; "
                    "the owners not yet done were left as they were", err=True)
@@ -88,7 +89,7 @@ def restore(
     try:
         result = asyncio.run(_restore(parsed))
     except MemoryServiceError as exc:
-        _fail(exc, verbose)
+        fail(exc, verbose)
     if result.summary is not None:
         typer.echo(f"restored {len(result.restored)} memories of summary {result.summary.id} "
                    f"(#{result.summary.seq}); the summary is archived")
@@ -242,13 +243,3 @@ def _logging(verbose: bool) -> None:
         logging.getLogger("pgserver").setLevel(logging.WARNING)
 
 
-def _fail(exc: BaseException, verbose: bool) -> NoReturn:
-    causes: list[str] = []
-    current: BaseException | None = exc
-    while current is not None:
-        causes.append(str(current) or type(current).__name__)
-        current = current.__cause__
-    typer.echo("error: " + "\n  caused by: ".join(causes), err=True)
-    if verbose:
-        raise exc
-    raise typer.Exit(code=1)
