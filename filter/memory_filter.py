@@ -230,18 +230,14 @@ async def _recall_into(
     if now is not None:
         request_body["now"] = now
     try:
-        answer = await asyncio.wait_for(
-            _fetch_context(
-                valves,
-                request_body,
-                kind=kind,
-                chat_id=chat_id,
-                sender=sender,
-                metadata=metadata,
+        response = await asyncio.wait_for(
+            _post_for_chat(
+                valves, "/v1/context", request_body, timeout_s=valves.inlet_timeout_s,
+                kind=kind, chat_id=chat_id, sender=sender, metadata=metadata,
             ),
             timeout=valves.inlet_timeout_s,
         )
-        block, memory_count = _parse_context_answer(answer)
+        block, memory_count = _parse_context_answer(response.json())
     except Exception as exc:
         log.warning("memory service gave no context: %r", exc)
         if user_valves.show_status:
@@ -287,11 +283,17 @@ async def _route_command(
     is called (Open WebUI gives filters no other way to answer a turn themselves).
     """
     try:
-        answer = await asyncio.wait_for(
-            _run_command(valves, text, kind=kind, chat_id=chat_id, sender=sender,
-                         metadata=metadata),
+        response = await asyncio.wait_for(
+            _post_for_chat(
+                valves, "/v1/commands", {"command": text[:4000]},
+                timeout_s=valves.command_timeout_s,
+                kind=kind, chat_id=chat_id, sender=sender, metadata=metadata,
+            ),
             timeout=valves.command_timeout_s,
         )
+        answer = response.json().get("text")
+        if not isinstance(answer, str):
+            raise ValueError("the service's command answer has no text")
     except Exception as exc:
         log.warning("memory command failed: %r", exc)
         answer = COMMAND_UNAVAILABLE
@@ -299,28 +301,6 @@ async def _route_command(
     if isinstance(body.get("metadata"), dict):
         body["metadata"][COMMAND_METADATA_KEY] = {"text": answer}
     body["model"] = valves.commands_model_id
-
-
-async def _run_command(
-    valves: Filter.Valves,
-    text: str,
-    *,
-    kind: str,
-    chat_id: Any,
-    sender: tuple[str, str | None],
-    metadata: dict[str, Any],
-) -> str:
-    chat = await _chat_context(
-        kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
-    )
-    response = await _post(
-        valves, "/v1/commands", {"chat": chat, "command": text[:4000]},
-        timeout_s=valves.command_timeout_s,
-    )
-    answer = response.json().get("text")
-    if not isinstance(answer, str):
-        raise ValueError("the service's command answer has no text")
-    return answer
 
 
 def _drop_command_turns(body: dict[str, Any]) -> None:
@@ -343,25 +323,6 @@ def _drop_command_turns(body: dict[str, Any]) -> None:
         kept.append(message)
     if len(kept) != len(messages):
         messages[:] = kept
-
-
-async def _fetch_context(
-    valves: Filter.Valves,
-    request_body: dict[str, Any],
-    *,
-    kind: str,
-    chat_id: Any,
-    sender: tuple[str, str | None],
-    metadata: dict[str, Any],
-) -> Any:
-    """Build the chat context and POST /v1/context; returns the decoded JSON answer."""
-    chat = await _chat_context(
-        kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
-    )
-    response = await _post(
-        valves, "/v1/context", {"chat": chat, **request_body}, timeout_s=valves.inlet_timeout_s
-    )
-    return response.json()
 
 
 def _parse_context_answer(answer: Any) -> tuple[str, int]:
@@ -444,7 +405,10 @@ async def _hand_over_turn(
         return
     try:
         response = await asyncio.wait_for(
-            _post_turn(valves, turn, kind=kind, chat_id=chat_id, sender=sender, metadata=metadata),
+            _post_for_chat(
+                valves, "/v1/turns", turn, timeout_s=valves.outlet_timeout_s,
+                kind=kind, chat_id=chat_id, sender=sender, metadata=metadata,
+            ),
             timeout=valves.outlet_timeout_s,
         )
     except Exception as exc:
@@ -464,23 +428,6 @@ def _notice_of(response: httpx.Response) -> str | None:
     except Exception:
         return None
     return notice if isinstance(notice, str) and notice.strip() else None
-
-
-async def _post_turn(
-    valves: Filter.Valves,
-    turn: dict[str, Any],
-    *,
-    kind: str,
-    chat_id: Any,
-    sender: tuple[str, str | None],
-    metadata: dict[str, Any],
-) -> httpx.Response:
-    chat = await _chat_context(
-        kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
-    )
-    return await _post(
-        valves, "/v1/turns", {"chat": chat, **turn}, timeout_s=valves.outlet_timeout_s
-    )
 
 
 def _finished_turn(
@@ -683,6 +630,24 @@ def _open_webui_present() -> bool:
 
 
 # --- HTTP ------------------------------------------------------------------------------------
+
+
+async def _post_for_chat(
+    valves: Filter.Valves,
+    path: str,
+    payload: dict[str, Any],
+    *,
+    timeout_s: float,
+    kind: str,
+    chat_id: Any,
+    sender: tuple[str, str | None],
+    metadata: dict[str, Any],
+) -> httpx.Response:
+    """Work out the chat context (DESIGN §2) and POST it with `payload` to the service."""
+    chat = await _chat_context(
+        kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
+    )
+    return await _post(valves, path, {"chat": chat, **payload}, timeout_s=timeout_s)
 
 
 async def _post(
