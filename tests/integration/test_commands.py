@@ -130,7 +130,7 @@ async def test_search_finds_the_bike_memory_first(harness, pipe, live) -> None: 
         live.client.post("/v1/users/carol/memories", json={"content": fact})
     answer, _ = await Session(harness, pipe, "carol").type("/memory search bike")
     lines = [line for line in answer.splitlines() if line.startswith("- ")]
-    assert 1 <= len(lines) <= 3
+    assert len(lines) in (1, 2, 3)
     assert lines[0].endswith("User rides a cargo bike to work")
 
 

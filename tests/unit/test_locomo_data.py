@@ -64,8 +64,8 @@ KNOWN = {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5", "D1:6", "D2:1", "D10:1", "D10:2
 
 @pytest.fixture(scope="module")
 def samples() -> list[dict]:
-    if not locomo.DEFAULT_DATA_PATH.exists():
-        pytest.skip(f"LoCoMo data not found at {locomo.DEFAULT_DATA_PATH}")
+    assert locomo.DEFAULT_DATA_PATH.exists(), (
+        f"LoCoMo data not found at {locomo.DEFAULT_DATA_PATH}: the tests read ../shared/")
     return locomo.load_conversations()
 
 
