@@ -26,7 +26,8 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 EMBEDDING_DIM = 384
-"""all-MiniLM-L6-v2 output dimension (DESIGN §11)."""
+"""all-MiniLM-L6-v2 output dimension (DESIGN §11), the bundled model's; the column itself
+takes vectors of any dimension (migration 0006), so another model can be swapped in."""
 
 # 'english' stems English words; 'simple' keeps every word as written, so names, ids and
 # text in other languages are still found.
@@ -67,7 +68,7 @@ class MemoryRow(Base):
     superseded_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     summary_of: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(UUID(as_uuid=True)))
     version: Mapped[int] = mapped_column(Integer, server_default=text("1"))
-    embedding: Mapped[Any] = mapped_column(Vector(EMBEDDING_DIM), nullable=True)
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
     embedding_model: Mapped[str | None] = mapped_column(String(255))
     # deferred: only SQL reads it; never worth sending to the client
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True),
