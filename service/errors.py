@@ -38,10 +38,6 @@ class ExtractionOutputInvalid(MemoryServiceError):
     """The LLM's extraction answer is not a valid operations object, even after repair."""
 
 
-class EmbeddingDimensionMismatch(MemoryServiceError):
-    """The embedding model's dimension differs from the stored vectors'."""
-
-
 class DatabaseUnavailable(MemoryServiceError):
     """PostgreSQL could not be reached."""
 

@@ -16,7 +16,6 @@ from service.api.deps import require_key
 from service.api.routes import admin, chat, health, memories
 from service.config import Settings
 from service.embeddings.encoder import Encoder
-from service.flows import reembed
 from service.flows.runtime import Runtime
 from service.flows.turns import requeue_waiting_turns
 from service.jobs import reembed as reembed_jobs
@@ -53,7 +52,6 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
         enc = encoder or await asyncio.to_thread(
             Encoder, settings.embedding_model_path, threads=settings.embedding_threads,
             backend=settings.embedding_backend, onnx_dir=settings.state_dir / "models")
-        reembed.check_dimension(enc)  # a model that does not fit vector(384) is refused
         llm = LLMClient(
             base_url=settings.llm_base_url, model=settings.llm_model,
             api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,

@@ -30,7 +30,7 @@ __all__ = ["Verdict", "doctor", "run_checks"]
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 PGVECTOR_MIN = (0, 5)
-"""Oldest pgvector the service's SQL is written for (cosine distance, vector(384))."""
+"""Oldest pgvector the service's SQL is written for (cosine distance, untyped vector columns)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +121,6 @@ async def _check_database(
 
 async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
     from service.embeddings.encoder import Encoder
-    from service.flows import reembed
     from service.storage import vectors
 
     try:
@@ -131,7 +130,6 @@ async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
     except Exception as exc:
         return [Verdict(FAIL, "embedding model", f"does not load: {_causes(exc)}")]
     try:
-        reembed.check_dimension(encoder)
         started = time.perf_counter()
         vector = await encoder.encode_one("The user keeps two beehives in the garden.")
         took_ms = (time.perf_counter() - started) * 1000

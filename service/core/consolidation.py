@@ -139,7 +139,7 @@ class Entry:
     """One active memory as the summarizer sees it."""
 
     memory: Memory  #: the memory (status active)
-    vector: np.ndarray | None  #: (384,) float32, L2-normalized; None when not embedded yet
+    vector: np.ndarray | None  #: (d,) float32, L2-normalized; None when not embedded yet
     pinned: bool = False  #: restored by an operator: never merged or pruned automatically
 
 

@@ -183,7 +183,7 @@ class Candidate:
     memory: Memory  #: the memory
     similarity: float  #: relevance in [0, 1]: 1 − cosine_distance / 2 (seeds/001)
     cosine: float  #: raw cosine similarity in [-1, 1]
-    vector: Any = None  #: (384,) float32 embedding when loaded, for diversity (MMR)
+    vector: Any = None  #: (d,) float32 embedding when loaded, for diversity (MMR)
     text_rank: float | None = None  #: full-text ts_rank when found by keywords
 
 

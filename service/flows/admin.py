@@ -8,7 +8,6 @@ from service.flows.runtime import Runtime
 from service.flows.turns import defer_extraction
 from service.storage import admin, vectors
 from service.storage.admin import RequeueResult, TurnSummary
-from service.storage.tables import EMBEDDING_DIM
 from service.storage.turns import TurnStatus
 
 __all__ = ["embedding_state", "list_turns", "retry_turn"]
@@ -42,7 +41,6 @@ async def embedding_state(rt: Runtime) -> dict[str, Any]:
     async with rt.db.unit_of_work() as session:
         waiting = await vectors.count_pending(session, model=model)
         in_use = await vectors.models_in_use(session)
-    return {"model": model, "dimension": rt.encoder.dimension, "schema_dimension": EMBEDDING_DIM,
-            "memories_waiting": waiting,
+    return {"model": model, "dimension": rt.encoder.dimension, "memories_waiting": waiting,
             "memories_by_model": {name or "(none)": n for name, n in sorted(
                 in_use.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))}}

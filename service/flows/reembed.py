@@ -1,12 +1,12 @@
-"""A changed embedding model: refuse another dimension, re-embed the rest in the background.
+"""A changed embedding model, of any dimension: re-embed in the background, keyword meanwhile.
 
-The schema stores `vector(384)` (DESIGN §4, §11: all-MiniLM-L6-v2). A model with another
-output dimension is refused at start with `EmbeddingDimensionMismatch`: its vectors cannot be
-stored in that column, and changing the column's type at run time would leave the database
-different from its migrations. Any other 384-dimension model is accepted:
+The `embedding` column holds vectors of any dimension (migration 0006), and only vectors of
+the loaded model are ever compared. When the model changes (another name, whatever its
+dimension):
 
-1. at start, `prepare` drops the vectors made by another model (comparing two models' spaces
-   gives meaningless similarities) and queues a `reembed_memories` job when memories wait;
+1. at start, `prepare` drops the vectors made by another model (two models' spaces cannot be
+   compared, and vectors of different dimensions cannot be compared at all) and queues a
+   `reembed_memories` job when memories wait;
 2. the job embeds them in batches with the loaded model, skipping memories edited or
    forgotten meanwhile, and queues a follow-up job when its time budget runs out;
 3. meanwhile those memories are found by keyword search (full text needs no vector) and new
@@ -22,15 +22,12 @@ from dataclasses import dataclass
 
 from procrastinate import exceptions as job_errors
 
-from service.embeddings.encoder import Encoder
-from service.errors import EmbeddingDimensionMismatch
 from service.flows.runtime import Runtime
 from service.storage import vectors
-from service.storage.tables import EMBEDDING_DIM
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REEMBED_QUEUE", "REEMBED_TASK", "ReembedProgress", "check_dimension", "defer",
+__all__ = ["REEMBED_QUEUE", "REEMBED_TASK", "ReembedProgress", "defer",
            "prepare", "run_reembed"]
 
 REEMBED_TASK = "reembed_memories"
@@ -49,20 +46,6 @@ class ReembedProgress:
 
     stored: int  #: vectors written
     remaining: int  #: memories still waiting afterwards
-
-
-def check_dimension(encoder: Encoder) -> None:
-    """Refuse a model whose vectors do not fit the schema's `vector(384)` column.
-
-    Raises:
-        EmbeddingDimensionMismatch: the model's output dimension is not 384.
-    """
-    if encoder.dimension != EMBEDDING_DIM:
-        raise EmbeddingDimensionMismatch(
-            f"the embedding model {encoder.model_name} makes {encoder.dimension}-dimension "
-            f"vectors, but memories are stored as {EMBEDDING_DIM}-dimension vectors; use a "
-            f"{EMBEDDING_DIM}-dimension sentence-transformers model (EMBEDDING_MODEL_PATH), "
-            "or unset it for the bundled all-MiniLM-L6-v2")
 
 
 async def prepare(rt: Runtime) -> int:

@@ -70,7 +70,7 @@ async def entries(session: AsyncSession, *, scope: ReadScope) -> list[Entry]:
     """Every active memory in `scope` with its vector and whether it is pinned.
 
     Returns:
-        Entries oldest stated first; `vector` is (384,) float32 or None when not embedded;
+        Entries oldest stated first; `vector` is (d,) float32 (the model's dimension) or None when not embedded;
         `pinned` is True for memories an operator restored (audit action "restore").
     """
     if not scope:
@@ -130,7 +130,7 @@ async def insert_summary(
     display); `updated_at` is `at`.
 
     Args:
-        embedding: (384,) float32, L2-normalized vector of `draft.content`.
+        embedding: (d,) float32, L2-normalized vector of `draft.content`.
         at: the run's time (tz-aware).
     """
     summary = await memories.insert(

@@ -79,7 +79,7 @@ async def store_vectors(
 
     Args:
         items: the memories as read by `pending_batch`.
-        vectors: (len(items), 384) float32, L2-normalized, in the order of `items`.
+        vectors: (len(items), d) float32 (d: the model's dimension), L2-normalized, in the order of `items`.
         model: name of the model that made them.
 
     Returns:

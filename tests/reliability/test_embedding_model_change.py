@@ -2,21 +2,17 @@
 
 - Another 384-dimension model: at start the old vectors are dropped, keyword search finds the
   memories meanwhile, a background job re-embeds them, then vector search finds them again.
-- A model of another dimension: the service refuses to start with a sentence saying why,
-  and the stored memories are left as they were.
+- A model of another dimension (768): the same, the column takes vectors of any dimension;
+  switching back to the bundled 384-dimension model re-embeds once more.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psycopg
 
-from bench.service_process import REPO_ROOT, free_port
 from service.embeddings.encoder import Encoder
 from tests.reliability.support import metric, record_figures, renamed_model, scrape, wide_model
 from tests.support.extraction_replies import by_message, new_op
@@ -115,23 +111,76 @@ def test_another_384_dimension_model_re_embeds_in_the_background(
         "requests_meanwhile_status": [200, 202, 201], "vectors_of_new_model_after": 7})
 
 
-def test_a_model_of_another_dimension_is_refused_at_start(
+def _dimensions(url: str) -> list[tuple[str | None, int | None, int]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT embedding_model, vector_dims(embedding), count(*) FROM memories "
+            "WHERE status = 'active' GROUP BY 1, 2 ORDER BY 1").fetchall()
+
+
+def test_a_model_of_another_dimension_re_embeds_in_the_background_and_back(
     database_url: str, encoder: Encoder, tmp_path: Path
 ) -> None:
-    live = LiveService.start(database_url=database_url, encoder=encoder, state_dir=tmp_path / "s")
+    first = LiveService.start(database_url=database_url, encoder=encoder,
+                              state_dir=tmp_path / "s1")
     try:
-        live.client.post(f"/v1/users/{USER}/memories", json={"content": FACTS[0]})
+        for fact in FACTS:
+            assert first.client.post(f"/v1/users/{USER}/memories",
+                                     json={"content": fact}).status_code == 201
     finally:
-        live.stop()
-    model = wide_model(tmp_path / "wide-768")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MEMORY_", "LLM_", "EMBEDDING_")) and k != "DATABASE_URL"}
-    env.update({"DATABASE_URL": database_url, "MEMORY_PORT": str(free_port()),
-                "MEMORY_API_KEY": "k", "MEMORY_STATE_DIR": str(tmp_path / "state"),
-                "EMBEDDING_MODEL_PATH": str(model), "EMBEDDING_BACKEND": "torch"})
-    done = subprocess.run([sys.executable, "-m", "service", "serve"], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode != 0
-    assert ("the embedding model wide-768 makes 768-dimension vectors, but memories are "
-            "stored as 384-dimension vectors") in done.stdout + done.stderr
-    assert _embedding_models(database_url) == [("all-MiniLM-L6-v2", 1)]
+        first.stop()
+    assert _dimensions(database_url) == [("all-MiniLM-L6-v2", 384, 5)]
+
+    wide = Encoder(wide_model(tmp_path / "wide-768"), backend="torch")
+    try:
+        # 1. Without workers: the 384-d vectors are dropped, keyword search still finds them.
+        waiting = LiveService.start(database_url=database_url, encoder=wide,
+                                    state_dir=tmp_path / "s2", env={"MEMORY_RUN_WORKERS": "false"})
+        try:
+            state = waiting.client.get("/v1/admin/embeddings").json()
+            assert (state["model"], state["dimension"], state["memories_waiting"]) == (
+                "wide-768", 768, 5)
+            assert _dimensions(database_url) == [(None, None, 5)]
+            found = waiting.client.get(f"/v1/users/{USER}/memories/search",
+                                       params={"q": "cat"}).json()["items"]
+            assert sorted(m["content"] for m in found) == sorted(FACTS[:2])
+            assert waiting.client.post("/v1/context", json={
+                "chat": CHAT, "message": "How many cats do I have?"}).status_code == 200
+            # a memory added meanwhile gets a 768-d vector at once
+            assert waiting.client.post(f"/v1/users/{USER}/memories", json={
+                "content": "User is allergic to pollen"}).status_code == 201
+            assert waiting.client.get("/v1/admin/embeddings").json()["memories_waiting"] == 5
+        finally:
+            waiting.stop()
+
+        # 2. With workers: everything is re-embedded at 768 dimensions and vector search works.
+        working = LiveService.start(database_url=database_url, encoder=wide,
+                                    state_dir=tmp_path / "s3")
+        try:
+            state = _wait(working, lambda s: s["memories_waiting"] == 0)
+            assert state["memories_by_model"] == {"wide-768": 6}, state
+            context = working.client.post("/v1/context", json={
+                "chat": CHAT, "message": "Miso the cat"}).json()
+            assert any(m["similarity"] > 0 for m in context["memories"]), context
+        finally:
+            working.stop()
+    finally:
+        wide.close()
+    assert _dimensions(database_url) == [("wide-768", 768, 6)]
+
+    # 3. Back to the bundled 384-d model: re-embedded again, similarities meaningful again.
+    back = LiveService.start(database_url=database_url, encoder=encoder,
+                             state_dir=tmp_path / "s4")
+    try:
+        state = _wait(back, lambda s: s["memories_waiting"] == 0)
+        assert state["memories_by_model"] == {"all-MiniLM-L6-v2": 6}, state
+        context = back.client.post("/v1/context", json={
+            "chat": CHAT, "message": "How many cats do I have?"}).json()
+        by_content = {m["content"]: m["similarity"] for m in context["memories"]}
+        assert by_content.get(FACTS[0], 0) > 0.5, by_content
+    finally:
+        back.stop()
+    assert _dimensions(database_url) == [("all-MiniLM-L6-v2", 384, 6)]
+    record_figures("embedding_dimension_change", {
+        "memories_before": 5, "dimension_before": 384, "dimension_after": 768,
+        "re_embedded_to_768": 5, "stored_meanwhile": 1, "re_embedded_back_to_384": 6})

@@ -52,7 +52,6 @@ class RetryAnswer(BaseModel):
 class EmbeddingState(BaseModel):
     model: str = Field(description="Name of the loaded embedding model.")
     dimension: int
-    schema_dimension: int
     memories_waiting: int = Field(description="Memories still waiting for this model's vector.")
     memories_by_model: dict[str, int]
 
