@@ -23,7 +23,8 @@ import typer
 import service
 from service.config import Settings
 
-__all__ = ["EVENTS_ID", "FILTER_ID", "PIPE_ID", "OpenWebUI", "OpenWebUIError", "app"]
+__all__ = ["EVENTS_ID", "FILTER_ID", "PIPE_ID", "FunctionSource", "OpenWebUI", "OpenWebUIError",
+           "app", "read_sources"]
 
 FILTER_ID = "memory_filter"
 PIPE_ID = "memory_commands"
@@ -190,6 +191,19 @@ class FunctionSource:
         manifest = _frontmatter(content)
         return cls(function_id, manifest.get("title") or function_id,
                    manifest.get("description", ""), content)
+
+
+def read_sources(filter_file: Path = SOURCE_DIR / "memory_filter.py",
+                 pipe_file: Path = SOURCE_DIR / "memory_commands.py",
+                 events_file: Path = SOURCE_DIR / "memory_events.py") -> dict[str, FunctionSource]:
+    """The three function files, by the function id they are installed under.
+
+    Raises:
+        OpenWebUIError: a file cannot be read.
+    """
+    return {FILTER_ID: FunctionSource.read(FILTER_ID, filter_file),
+            PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file),
+            EVENTS_ID: FunctionSource.read(EVENTS_ID, events_file)}
 
 
 def install(owui: OpenWebUI, *, sources: dict[str, FunctionSource], service_url: str,
@@ -447,7 +461,7 @@ def install_command(
             raise OpenWebUIError("no API key for the memory service: pass --api-key, set "
                                  "MEMORY_API_KEY, or start the service once (it writes "
                                  ".state/api_key)")
-        install(owui, sources=_sources(filter_file, pipe_file, events_file),
+        install(owui, sources=read_sources(filter_file, pipe_file, events_file),
                 service_url=service_url.rstrip("/"), api_key=key,
                 make_global=make_global if make_global is not None else not model_ids,
                 model_ids=model_ids)
@@ -470,13 +484,7 @@ def status_command(url: Url = DEFAULT_URL, token: Token = None, email: Email = N
                    verbose: Verbose = False) -> None:
     """Show what is installed and active, and whether the installed code is current."""
     with _session(url, token, email, password, verbose) as owui:
-        status(owui, sources=_sources(filter_file, pipe_file, events_file))
-
-
-def _sources(filter_file: Path, pipe_file: Path, events_file: Path) -> dict[str, FunctionSource]:
-    return {FILTER_ID: FunctionSource.read(FILTER_ID, filter_file),
-            PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file),
-            EVENTS_ID: FunctionSource.read(EVENTS_ID, events_file)}
+        status(owui, sources=read_sources(filter_file, pipe_file, events_file))
 
 
 @contextmanager

@@ -138,6 +138,9 @@ def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
         stack.be_patient_with_the_service()
 
     assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.splitlines()[:-1] == [
+        "model memory_commands: deleted", "memory_filter: deleted",
+        "memory_commands: deleted", "memory_events: deleted"]
     assert gone["functions"] == {}
     assert PIPE_ID not in gone["rows"]
     assert status.stdout.splitlines()[1:] == [
