@@ -9,6 +9,7 @@ license: MIT
 
 import logging
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, Field
@@ -39,21 +40,26 @@ class Event:
         self,
         event: Any = None,
         __event_name__: str | None = None,
-        __user__: dict[str, Any] | None = None,
     ) -> None:
-        """On `chat.deleted` / `chat.deleted_all`, ask the service to forget Chat Memory."""
-        data = event if isinstance(event, dict) else {}
-        data = data.get("data") if isinstance(data.get("data"), dict) else data
-        name = __event_name__ or (event.get("event") if isinstance(event, dict) else None)
+        """On `chat.deleted` / `chat.deleted_all`, ask the service to forget Chat Memory.
+
+        Open WebUI 0.12 passes the event as a dict whose `subject` names what it is about:
+        `{"event": "chat.deleted", "subject": {"type": "chat", "id": <chat id>}, ...}` and
+        `{"event": "chat.deleted_all", "subject": {"type": "user", "id": <user id>}, ...}`.
+        """
+        payload = event if isinstance(event, dict) else {}
+        name = __event_name__ or payload.get("event")
+        subject = payload.get("subject") if isinstance(payload.get("subject"), dict) else {}
+        subject_id = subject.get("id")
+        if not isinstance(subject_id, str) or not subject_id:
+            return
         try:
-            if name == "chat.deleted":
-                chat_id = data.get("chat_id") or data.get("id")
-                if isinstance(chat_id, str) and chat_id:
-                    await _delete(self.valves, f"/v1/chats/{chat_id}/memories")
-            elif name == "chat.deleted_all":
-                user_id = data.get("user_id") or (__user__ or {}).get("id")
-                if isinstance(user_id, str) and user_id:
-                    await _delete(self.valves, f"/v1/users/{user_id}/chat-memories")
+            if name == "chat.deleted" and subject.get("type") == "chat":
+                await _delete(self.valves, f"/v1/chats/{quote(subject_id, safe='')}/memories")
+            elif name == "chat.deleted_all" and subject.get("type") == "user":
+                await _delete(
+                    self.valves, f"/v1/users/{quote(subject_id, safe='')}/chat-memories"
+                )
         except Exception as exc:  # an event handler must never break Open WebUI
             log.warning("memory service did not take %s: %r", name, exc)
 

@@ -569,14 +569,14 @@ async def _saved_chat_facts(
     owner_id = _field(chat, "user_id")
     if owner_id != sender_id:
         return folder_id, "sender_not_owner"
-    if _chat_shared_to_continue(chat):
-        return folder_id, "chat_shared"
-    if folder_id is None:
-        return None, None
     try:
+        if await _chat_shared_to_continue(chat_id):
+            return folder_id, "chat_shared"
+        if folder_id is None:
+            return None, None
         shared = await _folder_is_shared(folder_id, owner_id=owner_id)
     except Exception as exc:
-        log.warning("folder lookup failed, treating the chat as shared: %r", exc)
+        log.warning("share or folder lookup failed, treating the chat as shared: %r", exc)
         return folder_id, "lookup_failed"
     return folder_id, "folder_shared" if shared else None
 
@@ -610,12 +610,15 @@ def _grants_someone_else(grant: Any, owner_id: str) -> bool:
     )
 
 
-def _chat_shared_to_continue(chat: Any) -> bool:
-    """True when others may post in the chat through a share link in continue mode."""
-    mode = _field(chat, "share_mode")
-    if mode is None:
-        mode = _dict_of(_field(chat, "meta")).get("share_mode")
-    return mode == "continue"
+async def _chat_shared_to_continue(chat_id: str) -> bool:
+    """True when others may post in the chat through a share link in continue mode.
+
+    Open WebUI keeps the mode on the chat's share snapshot (`shared_chat.chat["share_mode"]`)
+    and looks it up by chat id when it decides who may post; so does this.
+    """
+    shared_chats = importlib.import_module("open_webui.models.shared_chats").SharedChats
+    shared = await _resolved(shared_chats.get_by_chat_id(chat_id))
+    return shared is not None and _dict_of(_field(shared, "chat")).get("share_mode") == "continue"
 
 
 def _open_webui_present() -> bool:

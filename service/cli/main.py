@@ -19,10 +19,11 @@ app = typer.Typer(help="Memory service for Open WebUI.", no_args_is_help=True,
 FILTER_HELP = """
 Memory service starting on http://{host}:{port} (ready when GET /readyz answers 200)
   API key: {key}
-Install into Open WebUI with one command (filter, /memory commands pipe, valves):
+Install into Open WebUI with one command (filter, /memory commands pipe, events, valves):
   .venv/bin/python -m service openwebui install --url http://127.0.0.1:8080 --token <admin token>
-or by hand: Admin Panel → Functions → + → paste filter/memory_filter.py and
-filter/memory_commands.py → enable both, make the filter Global, and set its Valves
+or by hand: Admin Panel → Functions → + → paste filter/memory_filter.py,
+filter/memory_commands.py and filter/memory_events.py → enable all three, make the filter
+Global, and set the Valves of the filter and the events function:
 service_url = http://{host}:{port} (as Open WebUI reaches it) and api_key = the key above.
 """
 

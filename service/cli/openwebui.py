@@ -1,4 +1,7 @@
-"""`python -m service openwebui …` — install the filter and its command pipe into Open WebUI.
+"""`python -m service openwebui …` — install the filter and its companions into Open WebUI.
+
+Three functions are pushed: the Memory Banks filter, the Memory Commands pipe (answers
+`/memory …` verbatim) and the Memory Events function (forgets a deleted chat's Chat Memory).
 
 Everything goes through Open WebUI's admin REST API (0.12.x). Every step reads the current
 state first and writes only what differs, so running `install` twice changes nothing the
@@ -20,17 +23,21 @@ import typer
 import service
 from service.config import Settings
 
-__all__ = ["FILTER_ID", "PIPE_ID", "OpenWebUI", "OpenWebUIError", "app"]
+__all__ = ["EVENTS_ID", "FILTER_ID", "PIPE_ID", "FunctionSource", "OpenWebUI", "OpenWebUIError",
+           "app", "read_sources"]
 
 FILTER_ID = "memory_filter"
 PIPE_ID = "memory_commands"
+EVENTS_ID = "memory_events"
+#: functions that call the memory service and so carry its url and key as valves
+SERVICE_CALLERS = (FILTER_ID, EVENTS_ID)
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
 SOURCE_DIR = Path(service.__file__).resolve().parents[1] / "filter"
 REQUEST_TIMEOUT_S = 30.0
 # One `key: value` line of the docstring that opens a function file (its frontmatter).
 _FRONTMATTER_LINE = re.compile(r"^\s*([a-z_]+):\s*(.*?)\s*$", re.IGNORECASE)
 
-app = typer.Typer(help="Install the memory filter into a running Open WebUI.",
+app = typer.Typer(help="Install the memory filter and its companions into a running Open WebUI.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 
 
@@ -186,12 +193,26 @@ class FunctionSource:
                    manifest.get("description", ""), content)
 
 
-def install(owui: OpenWebUI, *, filter_source: FunctionSource, pipe_source: FunctionSource,
-            service_url: str, api_key: str, make_global: bool, model_ids: list[str],
+def read_sources(filter_file: Path = SOURCE_DIR / "memory_filter.py",
+                 pipe_file: Path = SOURCE_DIR / "memory_commands.py",
+                 events_file: Path = SOURCE_DIR / "memory_events.py") -> dict[str, FunctionSource]:
+    """The three function files, by the function id they are installed under.
+
+    Raises:
+        OpenWebUIError: a file cannot be read.
+    """
+    return {FILTER_ID: FunctionSource.read(FILTER_ID, filter_file),
+            PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file),
+            EVENTS_ID: FunctionSource.read(EVENTS_ID, events_file)}
+
+
+def install(owui: OpenWebUI, *, sources: dict[str, FunctionSource], service_url: str,
+            api_key: str, make_global: bool, model_ids: list[str],
             say: Callable[[str], None] = typer.echo) -> None:
     """Bring Open WebUI to the installed state; each step writes only what differs.
 
     Args:
+        sources: the files to push, by function id (FILTER_ID, PIPE_ID, EVENTS_ID).
         make_global: the filter runs for every model (else only for `model_ids`).
         model_ids: models whose `meta.filterIds` must list the filter (others are kept).
         say: prints one line per step.
@@ -201,15 +222,17 @@ def install(owui: OpenWebUI, *, filter_source: FunctionSource, pipe_source: Func
     if missing:
         raise OpenWebUIError(f"Open WebUI has no model {', '.join(missing)}; "
                              f"it offers {', '.join(sorted(available)) or 'none'}")
-    for source in (filter_source, pipe_source):
+    for source in sources.values():
         say(f"{source.function_id}: {_push_function(owui, source)}")
         say(f"{source.function_id}: {_set_flag(owui, source.function_id, 'is_active', True)}")
     say(f"{FILTER_ID}: {_set_flag(owui, FILTER_ID, 'is_global', make_global)}")
-    say(f"{FILTER_ID}: {_set_valves(owui, service_url=service_url, api_key=api_key)}")
+    for function_id in SERVICE_CALLERS:
+        say(f"{function_id}: "
+            f"{_set_valves(owui, function_id, service_url=service_url, api_key=api_key)}")
     rows = owui.model_rows()
     for model_id in model_ids:
         say(f"model {model_id}: {_attach_filter(owui, model_id, rows.get(model_id), available)}")
-    say(f"model {PIPE_ID}: {_ensure_pipe_row(owui, rows.get(PIPE_ID), pipe_source.name)}")
+    say(f"model {PIPE_ID}: {_ensure_pipe_row(owui, rows.get(PIPE_ID), sources[PIPE_ID].name)}")
     owui.provider_models()  # rebuild the cached model list so the pipe model is routable now
     where = "every model" if make_global else ", ".join(model_ids) or "no model yet"
     say(f"installed into Open WebUI {owui.version} at {owui.base_url}: the filter runs for "
@@ -217,7 +240,7 @@ def install(owui: OpenWebUI, *, filter_source: FunctionSource, pipe_source: Func
 
 
 def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> None:
-    """Remove both functions, the pipe's model row and the filter from every model row."""
+    """Remove the three functions, the pipe's model row and the filter from every model row."""
     for model_id, row in owui.model_rows().items():
         if model_id == PIPE_ID:
             owui.call("POST", "/api/v1/models/model/delete", json={"id": PIPE_ID})
@@ -230,7 +253,7 @@ def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> No
             owui.call("POST", "/api/v1/models/model/update",
                       json=_model_form(row, {**meta, **kept}))
             say(f"model {model_id}: filter detached")
-    for function_id in (FILTER_ID, PIPE_ID):
+    for function_id in (FILTER_ID, PIPE_ID, EVENTS_ID):
         if owui.function(function_id) is None:
             say(f"{function_id}: not installed")
             continue
@@ -259,8 +282,8 @@ def status(owui: OpenWebUI, *, sources: dict[str, FunctionSource],
         facts.append("code is current" if found.get("content") == source.content else
                      "code differs from the local file")
         say(f"{function_id}: installed, {', '.join(facts)}")
-        if function_id == FILTER_ID:
-            valves = owui.valves(FILTER_ID)
+        if function_id in SERVICE_CALLERS:
+            valves = owui.valves(function_id)
             key = "set" if valves.get("api_key") else "NOT SET"
             say(f"{function_id}: service_url = {valves.get('service_url', '(default)')}, "
                 f"api_key {key}")
@@ -304,13 +327,13 @@ def _set_flag(owui: OpenWebUI, function_id: str, flag: str, wanted: bool) -> str
     return f"made {word}"
 
 
-def _set_valves(owui: OpenWebUI, *, service_url: str, api_key: str) -> str:
-    stored = owui.valves(FILTER_ID)
+def _set_valves(owui: OpenWebUI, function_id: str, *, service_url: str, api_key: str) -> str:
+    stored = owui.valves(function_id)
     # Open WebUI stores exactly the valves sent, so the others are sent back unchanged.
     wanted = {**stored, "service_url": service_url, "api_key": api_key}
     if wanted == stored:
         return "valves unchanged"
-    owui.call("POST", f"/api/v1/functions/id/{FILTER_ID}/valves/update", json=wanted)
+    owui.call("POST", f"/api/v1/functions/id/{function_id}/valves/update", json=wanted)
     return "valves set (service_url, api_key)"
 
 
@@ -402,6 +425,8 @@ Password = Annotated[str | None, typer.Option("--password", envvar="OPENWEBUI_PA
                                               help="Admin password, with --email.")]
 FilterFile = Annotated[Path, typer.Option("--filter-file", help="The filter's source file.")]
 PipeFile = Annotated[Path, typer.Option("--pipe-file", help="The command pipe's source file.")]
+EventsFile = Annotated[Path, typer.Option("--events-file",
+                                          help="The Memory Events function's source file.")]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks.")]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -424,9 +449,11 @@ def install_command(
         "--model", help="Attach the filter to this model (repeatable).")] = None,
     filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
     pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
+    events_file: EventsFile = SOURCE_DIR / "memory_events.py",
     verbose: Verbose = False,
 ) -> None:
-    """Install or update the filter and the command pipe, switch them on, set the valves."""
+    """Install or update the filter, the command pipe and the events function, switch them
+    on, set the valves."""
     model_ids = list(dict.fromkeys(model or []))
     with _session(url, token, email, password, verbose) as owui:
         key = api_key or _local_api_key()
@@ -434,8 +461,7 @@ def install_command(
             raise OpenWebUIError("no API key for the memory service: pass --api-key, set "
                                  "MEMORY_API_KEY, or start the service once (it writes "
                                  ".state/api_key)")
-        install(owui, filter_source=FunctionSource.read(FILTER_ID, filter_file),
-                pipe_source=FunctionSource.read(PIPE_ID, pipe_file),
+        install(owui, sources=read_sources(filter_file, pipe_file, events_file),
                 service_url=service_url.rstrip("/"), api_key=key,
                 make_global=make_global if make_global is not None else not model_ids,
                 model_ids=model_ids)
@@ -444,7 +470,7 @@ def install_command(
 @app.command("uninstall")
 def uninstall_command(url: Url = DEFAULT_URL, token: Token = None, email: Email = None,
                       password: Password = None, verbose: Verbose = False) -> None:
-    """Delete the filter, the command pipe and its model row; detach the filter from models."""
+    """Delete the three functions and the pipe's model row; detach the filter from models."""
     with _session(url, token, email, password, verbose) as owui:
         uninstall(owui)
 
@@ -454,11 +480,11 @@ def status_command(url: Url = DEFAULT_URL, token: Token = None, email: Email = N
                    password: Password = None,
                    filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
                    pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
+                   events_file: EventsFile = SOURCE_DIR / "memory_events.py",
                    verbose: Verbose = False) -> None:
     """Show what is installed and active, and whether the installed code is current."""
     with _session(url, token, email, password, verbose) as owui:
-        status(owui, sources={FILTER_ID: FunctionSource.read(FILTER_ID, filter_file),
-                              PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file)})
+        status(owui, sources=read_sources(filter_file, pipe_file, events_file))
 
 
 @contextmanager

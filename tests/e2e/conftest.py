@@ -8,8 +8,9 @@ and sets it. One stack serves the whole session (Open WebUI takes ~30 s to start
 - `extraction_stub`: the memory service's LLM; answers every extraction with no facts, so
   memories exist only where a test adds them.
 - the service: `python -m service serve` with its own embedded PostgreSQL in a temp dir.
-- Open WebUI: offline, fresh data dir, an admin from the environment, two ordinary users,
-  a public read row for `stub-model`, and our filter + pipe installed by our installer CLI.
+- Open WebUI: offline, fresh data dir, channels on and folder sharing allowed, an admin from
+  the environment, two ordinary users, a public read row for `stub-model`, and our filter,
+  pipe and events function installed by our installer CLI.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ EXTRACTION_MODEL = "extraction-model"
 SERVICE_START_TIMEOUT_S = 180
 OPEN_WEBUI_START_TIMEOUT_S = 240
 INSTALLER_TIMEOUT_S = 120
+#: The stack shares small CI machines with other jobs; these deadlines of the service and the
+#: filter only catch a hung call here (latency is measured in bench/, not in these tests).
+PATIENT_DEADLINE_S = 10.0
 #: seconds of each setup step, printed at the end of the run
 TIMINGS: dict[str, float] = {}
 
@@ -106,6 +110,14 @@ class Stack:
         return subprocess.run([*argv, *args], cwd=REPO, capture_output=True, text=True,
                               timeout=INSTALLER_TIMEOUT_S, check=False)
 
+    def be_patient_with_the_service(self) -> None:
+        """Raise the filter's timeouts to PATIENT_DEADLINE_S (run after each fresh install)."""
+        admin = self.client("admin")
+        valves = admin.call("GET", "/api/v1/functions/id/memory_filter/valves") or {}
+        admin.call("POST", "/api/v1/functions/id/memory_filter/valves/update", json={
+            **valves, "inlet_timeout_s": PATIENT_DEADLINE_S,
+            "outlet_timeout_s": PATIENT_DEADLINE_S, "command_timeout_s": PATIENT_DEADLINE_S})
+
     def forget_memories(self, user_id: str) -> None:
         """Delete every memory of a user through the service's API."""
         while True:
@@ -117,9 +129,11 @@ class Stack:
                 answer = self.service.delete(f"/v1/users/{user_id}/memories/{memory['id']}")
                 assert answer.status_code == 204, answer.text
 
-    def add_memory(self, user_id: str, content: str, bank: str = "personal") -> dict[str, Any]:
+    def add_memory(self, user_id: str, content: str, bank: str = "personal",
+                   folder_id: str | None = None) -> dict[str, Any]:
+        """Add a memory through the service's API (Project Memory: `folder_id` owns it)."""
         answer = self.service.post(f"/v1/users/{user_id}/memories",
-                                   json={"content": content, "bank": bank})
+                                   json={"content": content, "bank": bank, "folder_id": folder_id})
         assert answer.status_code == 201, answer.text
         memory: dict[str, Any] = answer.json()
         return memory
@@ -145,6 +159,8 @@ def _open_webui_env(data_dir: Path, stub_url: str) -> dict[str, str]:
         "RAG_EMBEDDING_ENGINE": "openai", "RAG_OPENAI_API_BASE_URL": stub_url,
         "RAG_OPENAI_API_KEY": "x",
         "DEFAULT_MODELS": MODEL_ID,
+        # Off by default; the privacy tests need channels and users who share folders.
+        "ENABLE_CHANNELS": "true", "USER_PERMISSIONS_FOLDERS_ALLOW_SHARING": "true",
         "ENABLE_VERSION_UPDATE_CHECK": "false",
         "ENABLE_PIP_INSTALL_FRONTMATTER_REQUIREMENTS": "false",
         "ENABLE_TITLE_GENERATION": "false", "ENABLE_TAGS_GENERATION": "false",
@@ -160,6 +176,7 @@ def _service_env(state_dir: Path, port: int, key: str, llm_url: str) -> dict[str
     env.update({
         "MEMORY_STATE_DIR": str(state_dir), "MEMORY_HOST": "127.0.0.1",
         "MEMORY_PORT": str(port), "MEMORY_API_KEY": key,
+        "MEMORY_CONTEXT_DEADLINE_S": str(PATIENT_DEADLINE_S),
         "LLM_BASE_URL": llm_url, "LLM_MODEL": EXTRACTION_MODEL,
         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
     })
@@ -244,6 +261,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         TIMINGS["installer"] = time.monotonic() - installing
         assert installed.returncode == 0, installed.stderr + installed.stdout
         result.installer_output = installed.stdout
+        result.be_patient_with_the_service()
         TIMINGS["stack ready"] = time.monotonic() - started
         (ARTIFACTS / "timings.json").write_text(json.dumps(TIMINGS, indent=2), encoding="utf-8")
         yield result

@@ -172,10 +172,13 @@ class OpenWebUIClient:
 
     # -- chats -----------------------------------------------------------------------------
 
-    def new_thread(self, title: str = "e2e") -> Thread:
+    def new_thread(self, title: str = "e2e", *, folder_id: str | None = None) -> Thread:
+        """A new saved chat of this user, inside `folder_id` when given."""
         chat = self.call("POST", "/api/v1/chats/new", json={"chat": {
             "title": title, "models": [MODEL_ID],
-            "history": {"messages": {}, "currentId": None}, "messages": []}})
+            "history": {"messages": {}, "currentId": None}, "messages": []},
+            "folder_id": folder_id})
+        assert chat["folder_id"] == folder_id, chat
         return Thread(chat_id=chat["id"])
 
     def read_chat(self, chat_id: str) -> dict[str, Any]:

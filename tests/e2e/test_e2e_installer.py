@@ -12,7 +12,7 @@ from tests.support.llm_stub import MODEL_ID
 
 pytestmark = pytest.mark.e2e
 
-FILTER_ID, PIPE_ID = "memory_filter", "memory_commands"
+FILTER_ID, PIPE_ID, EVENTS_ID = "memory_filter", "memory_commands", "memory_events"
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
 
 
@@ -21,9 +21,9 @@ def _state(stack: Stack) -> dict[str, Any]:
     admin = stack.client("admin")
     listed = {f["id"] for f in admin.call("GET", "/api/v1/functions/list")}
     functions = {fid: admin.call("GET", f"/api/v1/functions/id/{fid}")
-                 for fid in (FILTER_ID, PIPE_ID) if fid in listed}
-    valves = admin.call("GET", f"/api/v1/functions/id/{FILTER_ID}/valves") \
-        if FILTER_ID in listed else None
+                 for fid in (FILTER_ID, PIPE_ID, EVENTS_ID) if fid in listed}
+    valves = {fid: admin.call("GET", f"/api/v1/functions/id/{fid}/valves")
+              for fid in (FILTER_ID, EVENTS_ID) if fid in listed}
     rows = {m["id"]: m for m in admin.call("GET", "/api/v1/models/all")}
     return {"functions": functions, "valves": valves, "rows": rows}
 
@@ -33,15 +33,23 @@ def _grants(row: dict[str, Any]) -> list[dict[str, str]]:
             for g in row.get("access_grants") or []]
 
 
-def test_installer_leaves_filter_global_and_pipe_hidden_but_readable(stack: Stack):
+def test_installer_leaves_filter_global_pipe_hidden_but_readable_and_events_active(
+    stack: Stack,
+):
     state = _state(stack)
 
-    assert "memory_filter: created" in stack.installer_output
+    assert stack.installer_output.splitlines()[:6] == [
+        "memory_filter: created", "memory_filter: made active",
+        "memory_commands: created", "memory_commands: made active",
+        "memory_events: created", "memory_events: made active"]
     flt, pipe = state["functions"][FILTER_ID], state["functions"][PIPE_ID]
+    events = state["functions"][EVENTS_ID]
     assert (flt["type"], flt["is_active"], flt["is_global"]) == ("filter", True, True)
     assert (pipe["type"], pipe["is_active"]) == ("pipe", True)
-    assert state["valves"]["service_url"] == stack.service_url
-    assert state["valves"]["api_key"] == stack.service_key
+    assert (events["type"], events["is_active"]) == ("event", True)
+    for function_id in (FILTER_ID, EVENTS_ID):
+        assert state["valves"][function_id]["service_url"] == stack.service_url
+        assert state["valves"][function_id]["api_key"] == stack.service_key
     row = state["rows"][PIPE_ID]
     assert (row["name"], row["is_active"], row["meta"]["hidden"]) == \
         ("Memory Commands", True, True)
@@ -67,6 +75,8 @@ def test_status_reports_what_is_installed(stack: Stack):
         "memory_filter: installed, active, global, code is current",
         f"memory_filter: service_url = {stack.service_url}, api_key set",
         "memory_commands: installed, active, code is current",
+        "memory_events: installed, active, code is current",
+        f"memory_events: service_url = {stack.service_url}, api_key set",
         "model memory_commands: active, hidden, readable by everyone",
     ]
 
@@ -125,16 +135,23 @@ def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
         status = stack.run_installer(command="status")
     finally:
         reinstalled = stack.run_installer()
+        stack.be_patient_with_the_service()
 
     assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.splitlines()[:-1] == [
+        "model memory_commands: deleted", "memory_filter: deleted",
+        "memory_commands: deleted", "memory_events: deleted"]
     assert gone["functions"] == {}
     assert PIPE_ID not in gone["rows"]
     assert status.stdout.splitlines()[1:] == [
         "memory_filter: not installed",
         "memory_commands: not installed",
+        "memory_events: not installed",
         "model memory_commands: no model row (ordinary users cannot run commands)",
     ]
     assert reinstalled.returncode == 0, reinstalled.stderr
     state = _state(stack)
     assert state["functions"][FILTER_ID]["is_global"] is True
+    assert state["functions"][EVENTS_ID]["is_active"] is True
+    assert state["valves"][EVENTS_ID]["api_key"] == stack.service_key
     assert state["rows"][PIPE_ID]["meta"]["hidden"] is True

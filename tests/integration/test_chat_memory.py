@@ -55,14 +55,20 @@ async def test_the_events_function_forgets_chat_memory_when_open_webui_deletes_a
                                            "user_message": "hello"})
     events = load_filter(FILTER_PATH.parent / "memory_events.py").Event()
     events.valves = events.Valves(service_url=service.base_url, api_key=service.api_key)
-    await events.event({"chat_id": "unrelated"}, __event_name__="chat.finished")
+    # The payloads as Open WebUI 0.12.4 builds them (events.py, build_event).
+    await events.event(_event("chat.finished", "chat", "doomed"), __event_name__="chat.finished")
     assert "Draft two" in _context(service, _chat("doomed"))
-    await events.event({"data": {"chat_id": "doomed", "user_id": "uma"}},
-                       __event_name__="chat.deleted")
+    await events.event(_event("chat.deleted", "chat", "doomed"), __event_name__="chat.deleted")
     assert "Draft two" not in _context(service, _chat("doomed"))
     service.client.post("/v1/commands", json={"chat": _chat("doomed"),
                                                "command": "/memory add chat: Draft three"})
-    await events.event({"user_id": "uma"}, __event_name__="chat.deleted_all")
+    await events.event(_event("chat.deleted_all", "user", "uma"),
+                       __event_name__="chat.deleted_all")
     assert "Draft three" not in _context(service, _chat("doomed"))
     events.valves = events.Valves(service_url="http://127.0.0.1:9", timeout_s=0.5)
-    await events.event({"chat_id": "x"}, __event_name__="chat.deleted")  # never raises
+    await events.event(_event("chat.deleted", "chat", "x"))  # never raises
+
+
+def _event(name: str, subject_type: str, subject_id: str) -> dict[str, object]:
+    return {"event": name, "resource": name.rsplit(".", 1)[0], "subject": {
+        "type": subject_type, "id": subject_id}, "data": {"owner_id": "uma"}}

@@ -1,8 +1,9 @@
 """A stand-in for the few Open WebUI tables the filter reads in-process (CONTRACT §7).
 
-`install` puts `open_webui`, `open_webui.models.chats`, `.folders` and `.access_grants` into
-`sys.modules`, so the filter believes it runs inside Open WebUI. Rows are plain attribute
-objects, as Open WebUI's pydantic models are read by attribute.
+`install` puts `open_webui`, `open_webui.models.chats`, `.shared_chats`, `.folders` and
+`.access_grants` into `sys.modules`, so the filter believes it runs inside Open WebUI. Rows are
+plain attribute objects, as Open WebUI's pydantic models are read by attribute; their shapes
+follow Open WebUI 0.12.4 (`ChatModel`, `SharedChatModel`, `FolderModel`, `AccessGrantModel`).
 """
 
 import sys
@@ -19,8 +20,10 @@ class LookupBroken(Exception):
 
 @dataclass
 class FakeOpenWebUI:
-    #: chat id → {"user_id", "folder_id", "meta"?, "share_mode"?}
+    #: chat id → {"user_id", "folder_id", "meta"?, "share_id"?}
     chats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: chat id → the share mode of its share snapshot ("continue" or None)
+    shares: dict[str, str | None] = field(default_factory=dict)
     #: folder id → {"user_id", "parent_id", "data"?}
     folders: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: folder id → [{"principal_type", "principal_id", "permission"}]
@@ -43,6 +46,7 @@ class FakeOpenWebUI:
         monkeypatch.setitem(sys.modules, "open_webui.models", models)
         tables = {
             "chats": ("Chats", {"get_chat_by_id": self._chat}),
+            "shared_chats": ("SharedChats", {"get_by_chat_id": self._share}),
             "folders": ("Folders", {"get_folder_by_id": self._folder}),
             "access_grants": ("AccessGrants", {"get_grants_by_resource": self._grants}),
         }
@@ -71,6 +75,13 @@ class FakeOpenWebUI:
         if row is None:
             return None
         return types.SimpleNamespace(id=chat_id, **{"meta": {}, **row})
+
+    def _share(self, chat_id: str) -> Any:
+        if chat_id not in self.shares:
+            return None
+        # the snapshot is the chat's JSON with the mode added (SharedChatsTable.create)
+        return types.SimpleNamespace(id=f"share-{chat_id}", chat_id=chat_id,
+                                     chat={"history": {}, "share_mode": self.shares[chat_id]})
 
     def _folder(self, folder_id: str) -> Any:
         row = self.folders.get(folder_id)

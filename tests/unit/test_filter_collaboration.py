@@ -64,6 +64,7 @@ async def test_private_folder_granted_only_to_its_owner(monkeypatch, asynchronou
     assert _facts(await _sent_chat(None)) == ("f-1", False, None)
     assert fake.calls == [
         ("get_chat_by_id", (CHAT_ID,)),
+        ("get_by_chat_id", (CHAT_ID,)),
         ("get_folder_by_id", ("f-1",)),
         ("get_grants_by_resource", ("folder", "f-1")),
     ]
@@ -113,17 +114,11 @@ async def test_a_folder_owned_by_someone_else_is_shared(monkeypatch):
     assert _facts(await _sent_chat(None)) == ("f-1", True, "folder_shared")
 
 
-@pytest.mark.parametrize(
-    "row",
-    [
-        {"share_mode": "continue"},
-        {"meta": {"share_mode": "continue"}},
-    ],
-    ids=["attribute", "meta"],
-)
-async def test_a_chat_shared_to_continue_is_collaborative(monkeypatch, row):
+async def test_a_chat_shared_to_continue_is_collaborative(monkeypatch):
+    # Open WebUI keeps the mode on the share snapshot, not on the chat row.
     FakeOpenWebUI(
-        chats={CHAT_ID: {"user_id": "u-123", "folder_id": None, **row}},
+        chats={CHAT_ID: {"user_id": "u-123", "folder_id": None, "share_id": "s-1"}},
+        shares={CHAT_ID: "continue"},
     ).install(monkeypatch)
 
     assert _facts(await _sent_chat(None)) == (None, True, "chat_shared")
@@ -131,8 +126,8 @@ async def test_a_chat_shared_to_continue_is_collaborative(monkeypatch, row):
 
 async def test_a_chat_shared_as_a_snapshot_stays_private(monkeypatch):
     FakeOpenWebUI(
-        chats={CHAT_ID: {"user_id": "u-123", "folder_id": None, "share_id": "s-1",
-                         "meta": {"share_mode": None}}},
+        chats={CHAT_ID: {"user_id": "u-123", "folder_id": None, "share_id": "s-1"}},
+        shares={CHAT_ID: None},
     ).install(monkeypatch)
 
     assert _facts(await _sent_chat(None)) == (None, False, None)
@@ -155,6 +150,12 @@ async def test_a_chat_shared_as_a_snapshot_stays_private(monkeypatch):
             ),
             ("f-1", True, "lookup_failed"),
             id="grant lookup raises",
+        ),
+        pytest.param(
+            FakeOpenWebUI(chats={CHAT_ID: {"user_id": "u-123", "folder_id": None}},
+                          failing={"get_by_chat_id"}),
+            (None, True, "lookup_failed"),
+            id="share lookup raises",
         ),
         pytest.param(
             FakeOpenWebUI(chats={CHAT_ID: {"user_id": "u-123", "folder_id": "f-gone"}}),
@@ -187,7 +188,8 @@ async def test_open_webui_without_the_expected_tables_is_a_failed_lookup(monkeyp
 
 
 async def test_temporary_chats_take_the_folder_from_metadata_without_lookups(monkeypatch):
-    fake = FakeOpenWebUI(failing={"get_chat_by_id", "get_folder_by_id", "get_grants_by_resource"})
+    fake = FakeOpenWebUI(failing={"get_chat_by_id", "get_by_chat_id", "get_folder_by_id",
+                                  "get_grants_by_resource"})
     fake.install(monkeypatch)
 
     chat = await _sent_chat("f-meta", chat_id="temporary:sid-1")

@@ -1,0 +1,72 @@
+"""Deleting chats in a real Open WebUI forgets their Chat Memory (the Memory Events function).
+
+Open WebUI publishes `chat.deleted` / `chat.deleted_all` to active Event functions in a
+background task after the delete call has answered, so the tests wait for the outcome.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import Stack
+from tests.e2e.harness import OpenWebUIClient, Thread, system_text, wait_until
+
+pytestmark = pytest.mark.e2e
+
+EVENT_WAIT_S = 30
+NOTHING_LEFT = "I don't remember anything in Chat Memory that this chat may see."
+
+
+def _chat_memory(stack: Stack, user_id: str, chat_id: str) -> str:
+    """The service's own listing of a chat's Chat Memory (`/memory list chat` in that chat)."""
+    answer = stack.service.post("/v1/commands", json={
+        "chat": {"user_id": user_id, "kind": "saved", "chat_id": chat_id},
+        "command": "/memory list chat"})
+    assert answer.status_code == 200, answer.text
+    text: str = answer.json()["text"]
+    return text
+
+
+def _remember_in_chat(client: OpenWebUIClient, thread: Thread, fact: str) -> None:
+    """Type `/memory add chat: …` in the chat, as a user would."""
+    turn = client.send(thread, f"/memory add chat: {fact}")
+    assert turn.reply.startswith("Remembered in Chat Memory:"), turn.reply
+
+
+def test_deleting_a_chat_forgets_its_chat_memory_and_no_other(stack: Stack):
+    a = stack.users["a"]
+    alice = stack.client("a")
+    doomed, kept = alice.new_thread("doomed"), alice.new_thread("kept")
+    _remember_in_chat(alice, doomed, "The toast for Sam is on June 6")
+    _remember_in_chat(alice, kept, "This chat drafts the eulogy for uncle Tom")
+    mark = stack.model_log.mark()
+    alice.send(doomed, "When is the toast for Sam?")
+    injected = system_text(next(stack.model_log.iter_chat(mark)))
+
+    deleted = alice.call("DELETE", f"/api/v1/chats/{doomed.chat_id}")
+
+    assert deleted is True
+    assert "The toast for Sam is on June 6" in injected  # it was real memory, read in its chat
+    wait_until(lambda: _chat_memory(stack, a.id, doomed.chat_id) == NOTHING_LEFT,
+               timeout_s=EVENT_WAIT_S, what="the deleted chat's memory to be forgotten")
+    assert "This chat drafts the eulogy for uncle Tom" in _chat_memory(stack, a.id, kept.chat_id)
+
+
+def test_deleting_all_chats_forgets_the_chat_memory_of_each(stack: Stack):
+    # The admin: the other users' chats are used by other tests.
+    admin = stack.admin
+    client = stack.client("admin")
+    threads = [client.new_thread("first"), client.new_thread("second")]
+    for thread, fact in zip(threads, ["The first chat plans a picnic",
+                                      "The second chat plans a hike"], strict=True):
+        client.send(thread, "Let's plan something")  # the service learns the chat is theirs
+        _remember_in_chat(client, thread, fact)
+    listed = [_chat_memory(stack, admin.id, t.chat_id) for t in threads]
+
+    deleted = client.call("DELETE", "/api/v1/chats/")
+
+    assert deleted is True
+    assert ["picnic" in listed[0], "hike" in listed[1]] == [True, True]
+    for thread in threads:
+        wait_until(lambda t=thread: _chat_memory(stack, admin.id, t.chat_id) == NOTHING_LEFT,
+                   timeout_s=EVENT_WAIT_S, what="every chat's memory to be forgotten")
