@@ -188,10 +188,11 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
 
 
 async def forget_chats_of_user(rt: Runtime, *, user_id: str, actor: str) -> int:
-    """Forget the Chat Memory of every chat the user handed turns over from."""
+    """Forget the Chat Memory of every chat the user handed turns over from or wrote to."""
     async with rt.db.unit_of_work() as session:
-        chat_ids = await turns.chat_ids_of(session, user_id=user_id)
-    return await forget_chat(rt, chat_ids=chat_ids, actor=actor)
+        chat_ids = set(await turns.chat_ids_of(session, user_id=user_id))
+        chat_ids.update(await audit.chats_written_by(session, actor=f"user:{user_id}"))
+    return await forget_chat(rt, chat_ids=sorted(chat_ids), actor=actor)
 
 
 async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: str) -> int:

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.core.records import Memory
-from service.storage.tables import MemoryEventRow
+from service.core.records import Memory, OwnerKind
+from service.storage.tables import MemoryEventRow, MemoryRow
 
 
 def snapshot(memory: Memory) -> dict[str, Any]:
@@ -48,3 +48,12 @@ async def count_for(session: AsyncSession, *, memory_id: uuid.UUID) -> int:
     """Number of audit events of a memory."""
     stmt = select(func.count()).where(MemoryEventRow.memory_id == memory_id)
     return int((await session.execute(stmt)).scalar_one())
+
+
+async def chats_written_by(session: AsyncSession, *, actor: str) -> list[str]:
+    """Chat ids whose Chat Memory `actor` (e.g. "user:u1") wrote, from the audit trail."""
+    stmt = (select(MemoryRow.owner_id).distinct()
+            .join(MemoryEventRow, MemoryEventRow.memory_id == MemoryRow.id)
+            .where(MemoryRow.owner_kind == OwnerKind.CHAT.value, MemoryEventRow.actor == actor)
+            .order_by(MemoryRow.owner_id))
+    return [str(c) for c in (await session.execute(stmt)).scalars()]

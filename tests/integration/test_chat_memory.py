@@ -69,6 +69,21 @@ async def test_the_events_function_forgets_chat_memory_when_open_webui_deletes_a
     await events.event(_event("chat.deleted", "chat", "x"))  # never raises
 
 
+def test_forgetting_all_chats_of_a_user_covers_chats_with_only_added_chat_memory(
+    service: LiveService,
+) -> None:
+    # No turn was ever handed over from "notes-only": only `/memory add chat: …`.
+    service.client.post("/v1/commands", json={"chat": _chat("notes-only"),
+                                               "command": "/memory add chat: Venue is the barn"})
+    other = {"user_id": "olga", "chat_id": "olga-chat", "kind": "saved"}
+    service.client.post("/v1/commands", json={"chat": other,
+                                               "command": "/memory add chat: Olga's outline"})
+    gone = service.client.delete("/v1/users/uma/chat-memories")
+    assert gone.json() == {"forgotten": 1}
+    assert "barn" not in _context(service, _chat("notes-only"))
+    assert "Olga's outline" in _context(service, other)
+
+
 def _event(name: str, subject_type: str, subject_id: str) -> dict[str, object]:
     return {"event": name, "resource": name.rsplit(".", 1)[0], "subject": {
         "type": subject_type, "id": subject_id}, "data": {"owner_id": "uma"}}
