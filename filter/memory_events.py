@@ -3,7 +3,7 @@ title: Memory Events
 author: Memory Banks contributors
 version: 0.1.0
 required_open_webui_version: 0.12.0
-description: Companion of the Memory Banks filter. When a chat is deleted in Open WebUI, the memory service forgets the memories that belonged to that chat only.
+description: Companion of the Memory Banks filter. When a chat or a user account is deleted in Open WebUI, the memory service forgets the memories that belonged to that chat or user only.
 license: MIT
 """
 
@@ -41,7 +41,8 @@ class Event:
         event: Any = None,
         __event_name__: str | None = None,
     ) -> None:
-        """On `chat.deleted` / `chat.deleted_all`, ask the service to forget Chat Memory.
+        """On `chat.deleted` / `chat.deleted_all`, ask the service to forget Chat Memory; on
+        `user.deleted`, everything that was only that user's.
 
         Open WebUI 0.12 passes the event as a dict whose `subject` names what it is about:
         `{"event": "chat.deleted", "subject": {"type": "chat", "id": <chat id>}, ...}` and
@@ -60,6 +61,8 @@ class Event:
                 await _delete(
                     self.valves, f"/v1/users/{quote(subject_id, safe='')}/chat-memories"
                 )
+            elif name == "user.deleted" and subject.get("type") == "user":
+                await _delete(self.valves, f"/v1/users/{quote(subject_id, safe='')}/memories")
         except Exception as exc:  # an event handler must never break Open WebUI
             log.warning("memory service did not take %s: %r", name, exc)
 

@@ -14,7 +14,7 @@ from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Sour
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
-from service.storage import audit, memories, profiles, turns
+from service.storage import audit, memories, profiles, turns, user_state
 from service.storage import consolidation as consolidation_store
 
 
@@ -193,6 +193,33 @@ async def forget_chats_of_user(rt: Runtime, *, user_id: str, actor: str) -> int:
         chat_ids = set(await turns.chat_ids_of(session, user_id=user_id))
         chat_ids.update(await audit.chats_written_by(session, actor=f"user:{user_id}"))
     return await forget_chat(rt, chat_ids=sorted(chat_ids), actor=actor)
+
+
+async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
+    """A user account was deleted: forget everything that was only theirs.
+
+    Their Personal and Interaction Patterns memories and the Chat Memory of their chats are
+    forgotten (content-free tombstones stay); their profiles, switches and injection records
+    are deleted. Project Memory belongs to its folder and stays.
+
+    Returns:
+        Number of memories forgotten.
+    """
+    own = owned_scope(user_id)
+    async with rt.db.unit_of_work() as session:
+        rows = await memories.export_rows(session, scope=own)
+    count = 0
+    for memory in rows:
+        try:
+            count += await forget(rt, scope=own, memory_id=memory.id, actor=actor) and 1
+        except MemoryNotFound:
+            continue  # part of an earlier memory's history, already forgotten
+    count += await forget_chats_of_user(rt, user_id=user_id, actor=actor)
+    async with rt.db.unit_of_work() as session:
+        await profiles.remove_user(session, user_id=user_id)
+        await user_state.remove_user(session, user_id=user_id)
+    profile_flow.drop_cached(user_id)
+    return count
 
 
 async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: str) -> int:

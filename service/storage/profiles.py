@@ -52,6 +52,11 @@ async def remove(session: AsyncSession, *, user_id: str, view: str) -> None:
                                                    ProfileRow.view == view))
 
 
+async def remove_user(session: AsyncSession, *, user_id: str) -> None:
+    """Delete every profile of a user (their account was deleted)."""
+    await session.execute(delete(ProfileRow).where(ProfileRow.user_id == user_id))
+
+
 async def withdraw_using(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> list[str]:
     """Delete every profile written from any of `memory_ids`; returns their users."""
     stmt = (delete(ProfileRow)

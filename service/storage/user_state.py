@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -45,3 +45,9 @@ async def last_injection(
             return row.at, list(row.items)
     row = (await session.execute(stmt.order_by(InjectionRow.at.desc()).limit(1))).scalar()
     return (row.at, list(row.items)) if row else None
+
+
+async def remove_user(session: AsyncSession, *, user_id: str) -> None:
+    """Delete a user's switches and injection records (their account was deleted)."""
+    await session.execute(delete(UserSettingsRow).where(UserSettingsRow.user_id == user_id))
+    await session.execute(delete(InjectionRow).where(InjectionRow.user_id == user_id))

@@ -191,7 +191,7 @@ def _sign_in(base_url: str, email: str, password: str) -> Account:
     return Account(data["id"], email, password, data["name"], data["role"], data["token"])
 
 
-def _add_user(admin: OpenWebUIClient, name: str, email: str) -> Account:
+def add_user(admin: OpenWebUIClient, name: str, email: str) -> Account:
     data = admin.call("POST", "/api/v1/auths/add", json={
         "name": name, "email": email, "password": USER_PASSWORD, "role": "user"})
     assert data["role"] == "user", data
@@ -236,8 +236,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         admin = _sign_in(base_url, ADMIN_EMAIL, ADMIN_PASSWORD)
         admin_client = OpenWebUIClient(base_url, admin)
-        users = {"a": _add_user(admin_client, "Alice", "alice@example.com"),
-                 "b": _add_user(admin_client, "Bob", "bob@example.com")}
+        users = {"a": add_user(admin_client, "Alice", "alice@example.com"),
+                 "b": add_user(admin_client, "Bob", "bob@example.com")}
         # Ordinary users may only use models that have a row granting them read access.
         admin_client.call("GET", "/api/models", params={"refresh": "true"})
         admin_client.call("POST", "/api/v1/models/create", json={

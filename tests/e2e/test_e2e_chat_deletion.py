@@ -1,4 +1,4 @@
-"""Deleting chats in a real Open WebUI forgets their Chat Memory (the Memory Events function).
+"""Deleting chats or a user in a real Open WebUI forgets their memories (Memory Events function).
 
 Open WebUI publishes `chat.deleted` / `chat.deleted_all` to active Event functions in a
 background task after the delete call has answered, so the tests wait for the outcome.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import Stack, add_user
 from tests.e2e.harness import OpenWebUIClient, Thread, system_text, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -70,3 +70,20 @@ def test_deleting_all_chats_forgets_the_chat_memory_of_each(stack: Stack):
     for thread in threads:
         wait_until(lambda t=thread: _chat_memory(stack, admin.id, t.chat_id) == NOTHING_LEFT,
                    timeout_s=EVENT_WAIT_S, what="every chat's memory to be forgotten")
+
+
+def test_deleting_a_user_forgets_their_memories_and_keeps_others(stack: Stack):
+    admin = stack.client("admin")
+    leaving = add_user(admin, "Leaving User", "leaving@example.com")
+    for user_id, fact in ((leaving.id, "Leaving user keeps three ferrets"),
+                          (stack.users["b"].id, "Bob rides a red bicycle")):
+        added = stack.service.post(f"/v1/users/{user_id}/memories", json={"content": fact})
+        assert added.status_code == 201, added.text
+
+    deleted = admin.call("DELETE", f"/api/v1/users/{leaving.id}")
+
+    assert deleted is True
+    wait_until(lambda: stack.service.get(f"/v1/users/{leaving.id}/memories").json()["items"]
+               == [], timeout_s=EVENT_WAIT_S, what="the deleted user's memories to be forgotten")
+    kept = stack.service.get(f"/v1/users/{stack.users['b'].id}/memories").json()["items"]
+    assert "Bob rides a red bicycle" in [m["content"] for m in kept]

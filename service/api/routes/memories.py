@@ -106,3 +106,12 @@ async def forget_all_chat_memories(rt: RuntimeDep, user_id: str = UserId) -> dic
     """All of a user's chats were deleted: forget the Chat Memory of each."""
     return {"forgotten": await memories.forget_chats_of_user(
         rt, user_id=user_id, actor="openwebui:chat.deleted_all")}
+
+
+@chats.delete("/users/{user_id}/memories")
+async def forget_user_memories(rt: RuntimeDep, user_id: str = UserId) -> dict[str, int]:
+    """A user account was deleted: forget their Personal, Interaction Patterns and Chat
+    Memory, profile and settings (the Memory Events function calls this on `user.deleted`).
+    Project Memory belongs to its folder and stays."""
+    return {"forgotten": await memories.forget_user(rt, user_id=user_id,
+                                                    actor="openwebui:user.deleted")}
