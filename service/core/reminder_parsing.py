@@ -115,6 +115,11 @@ class ReminderRequest:
     problem: str | None  #: None when the reminder can be set, else a sentence (`Problem`)
 
 
+def mentions_request(message: str) -> bool:
+    """Cheap test: could `message` hold a reminder request at all?"""
+    return _START.search(message) is not None
+
+
 def find_request(message: str, *, now: datetime, zone_name: str | None) -> ReminderRequest | None:
     """Read the first reminder request of `message`.
 
