@@ -97,13 +97,11 @@ async def _fire(
             for reminder, vector in zip(stale, vectors, strict=True):
                 await reminders.store_cue_vector(session, user_id=user_id, seq=reminder.seq,
                                                  vector=vector, model=model)
-    vector = await rt.encoder.encode_one(message)
+    vector = await rt.encoder.encode_one(message)  # cached: the ranking reuses it
     async with rt.db.unit_of_work() as session:
-        due = await reminders.fire_due(session, user_id=user_id, now=now, chat_id=chat.chat_id,
-                                       except_key=key)
-        due += await reminders.fire_matching(
-            session, user_id=user_id, query_vector=vector, model=model,
-            min_similarity=rt.settings.reminder_similarity, now=now, chat_id=chat.chat_id,
+        due = await reminders.fire(
+            session, user_id=user_id, now=now, query_vector=vector, model=model,
+            min_similarity=rt.settings.reminder_similarity, chat_id=chat.chat_id,
             except_key=key)
     due.sort(key=lambda r: (r.due_at or r.created_at, r.seq))
     return due
@@ -137,14 +135,17 @@ async def _store(
     rt: Runtime, *, user_id: str, content: str, trigger: reminder_parsing.Trigger,
     timezone: str | None, now: datetime, source_chat_id: str | None, source_key: str,
 ) -> Reminder:
+    # never stored as plain text, as for memories (DESIGN §5.5)
+    content = safety.redact_secrets(content)
+    cue = safety.redact_secrets(trigger.cue) if trigger.cue is not None else None
     cue_vector = None
-    if trigger.kind is TriggerKind.CONTEXT:
-        cue_vector = await rt.encoder.encode_one(trigger.cue or "")
+    if cue is not None:
+        cue_vector = await rt.encoder.encode_one(cue)
     async with rt.db.unit_of_work() as session:
         return await reminders.insert(
             session, user_id=user_id, content=content, trigger=trigger.kind,
             due_at=trigger.due_at, all_day=trigger.all_day,
-            timezone=policy.resolve_zone(timezone)[1], cue=trigger.cue, cue_vector=cue_vector,
+            timezone=policy.resolve_zone(timezone)[1], cue=cue, cue_vector=cue_vector,
             embedding_model=rt.encoder.model_name if cue_vector is not None else None,
             source_chat_id=source_chat_id, source_key=source_key, created_at=now)
 

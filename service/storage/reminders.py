@@ -60,48 +60,33 @@ async def insert(
     return to_record(row)
 
 
-async def fire_due(
-    session: AsyncSession, *, user_id: str, now: datetime, chat_id: str | None,
-    except_key: str | None,
+async def fire(
+    session: AsyncSession, *, user_id: str, now: datetime, query_vector: np.ndarray | None,
+    model: str, min_similarity: float, chat_id: str | None, except_key: str | None,
 ) -> list[Reminder]:
-    """Mark the user's time reminders due at `now` as fired, and return them.
+    """Mark the user's due reminders as fired, and return them.
+
+    Due: a time reminder whose `due_at` ≤ `now`, or a topic reminder whose cue is close to
+    the message — similarity 1 - cosine_distance / 2 ≥ `min_similarity` (the project's
+    relevance scale), compared only with cues embedded by the same model.
 
     One `UPDATE … WHERE fired_at IS NULL … RETURNING`: of two concurrent inlets, the second
-    waits for the first's row locks, then finds them fired and returns nothing.
+    waits for the first's row locks, then finds those reminders fired and skips them.
 
     Args:
+        query_vector: (dim,) float32 embedding of the message, L2-normalized; None: only
+            time reminders are looked at.
+        model: the embedding model's name.
         except_key: the source key of this turn's own message, never fired by it.
     """
+    due = (ReminderRow.trigger_kind == TriggerKind.TIME.value) & (ReminderRow.due_at <= now)
+    if query_vector is not None:
+        max_distance = 2.0 * (1.0 - min_similarity)
+        due = due | ((ReminderRow.trigger_kind == TriggerKind.CONTEXT.value)
+                     & (ReminderRow.embedding_model == model)
+                     & (ReminderRow.cue_embedding.cosine_distance(query_vector) <= max_distance))
     stmt = (update(ReminderRow)
-            .where(ReminderRow.user_id == user_id, *_PENDING,
-                   ReminderRow.trigger_kind == TriggerKind.TIME.value,
-                   ReminderRow.due_at <= now,
-                   ReminderRow.source_key != (except_key or ""))
-            .values(fired_at=now, fired_chat_id=chat_id)
-            .returning(ReminderRow))
-    return [to_record(r) for r in (await session.execute(stmt)).scalars()]
-
-
-async def fire_matching(
-    session: AsyncSession, *, user_id: str, query_vector: np.ndarray, model: str,
-    min_similarity: float, now: datetime, chat_id: str | None, except_key: str | None,
-) -> list[Reminder]:
-    """Mark the user's context reminders whose cue is close to the message as fired.
-
-    Close means similarity = 1 - cosine_distance / 2 ≥ `min_similarity` (the project's
-    relevance scale), compared only with cues embedded by the same model. Fired exactly once,
-    as `fire_due`.
-
-    Args:
-        query_vector: (dim,) float32 embedding of the message, L2-normalized.
-        model: the embedding model's name.
-    """
-    max_distance = 2.0 * (1.0 - min_similarity)
-    stmt = (update(ReminderRow)
-            .where(ReminderRow.user_id == user_id, *_PENDING,
-                   ReminderRow.trigger_kind == TriggerKind.CONTEXT.value,
-                   ReminderRow.embedding_model == model,
-                   ReminderRow.cue_embedding.cosine_distance(query_vector) <= max_distance,
+            .where(ReminderRow.user_id == user_id, *_PENDING, due,
                    ReminderRow.source_key != (except_key or ""))
             .values(fired_at=now, fired_chat_id=chat_id)
             .returning(ReminderRow))

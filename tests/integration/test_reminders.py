@@ -128,13 +128,16 @@ async def test_two_transactions_cannot_both_fire_one_reminder(
                 due_at=due, all_day=False, timezone="UTC", cue=None, cue_vector=None,
                 embedding_model=None, source_chat_id=None, source_key="k", created_at=due)
         async with db.unit_of_work() as first:
-            won = await reminders.fire_due(first, user_id="cy", now=due, chat_id="a",
-                                           except_key=None)
+            won = await reminders.fire(first, user_id="cy", now=due, query_vector=None,
+                                       model="m", min_similarity=0.7, chat_id="a",
+                                       except_key=None)
 
             async def second() -> list[Reminder]:
                 async with db.unit_of_work() as session:
-                    return await reminders.fire_due(session, user_id="cy", now=due,
-                                                    chat_id="b", except_key=None)
+                    return await reminders.fire(session, user_id="cy", now=due,
+                                                query_vector=None, model="m",
+                                                min_similarity=0.7, chat_id="b",
+                                                except_key=None)
 
             waiting = asyncio.ensure_future(second())
             await _until_a_backend_waits_for_a_lock(db_conn)
@@ -371,3 +374,15 @@ def test_reminder_ids_never_collide_with_memory_ids(service: LiveService) -> Non
     assert _command(service, "quinn", f"/memory forget {reminder['id']}").startswith(
         "Cancelled reminder")
     assert service.client.get("/v1/users/quinn/memories").json()["total"] == 1
+
+
+async def test_secrets_in_a_reminder_are_never_stored(
+    service: LiveService, db_conn: psycopg.AsyncConnection,
+) -> None:
+    _say(service, "ray", "remind me tomorrow at 9:00 that the wifi password is Tr0ub4dor&3",
+         TUESDAY)
+    [reminder] = _reminders(service, "ray")
+    assert reminder["content"] == "the wifi password is [redacted]"
+    row = await (await db_conn.execute(
+        "SELECT count(*) FROM reminders r WHERE r::text LIKE '%Tr0ub4dor%'")).fetchone()
+    assert row == (0,)
