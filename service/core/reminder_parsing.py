@@ -16,6 +16,7 @@ English phrasing only; dates themselves are read by dateparser's English data.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ MAX_TIME_WORDS = 8
 """Longest time expression tried ("next Monday at 10:00 in the morning" is 7 words)."""
 MAX_CONTENT_CHARS = 500
 """Longest text of a reminder."""
+LEAD_WINDOW_CHARS = 80
+"""Characters before "remind me" looked at to tell a request ("Could you please…") apart."""
 
 _START = re.compile(r"\b(?:remind me|set (?:me )?an? reminder(?: for me)?)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[!?\n]|\.(?=\s|$)")
@@ -133,8 +136,8 @@ def find_request(message: str, *, now: datetime, zone_name: str | None) -> Remin
         question, not a request); else the request, with `problem` set when it cannot be
         set as asked (no time or topic, a past time, a repeating time, no text).
     """
-    start = next((m for m in _START.finditer(message) if _is_request_lead(message, m.start())),
-                 None)
+    start = next((m for m in itertools.islice(_START.finditer(message), 10)
+                  if _is_request_lead(message, m.start())), None)
     if start is None:
         return None
     tail = message[start.end():]
@@ -168,7 +171,7 @@ def find_request(message: str, *, now: datetime, zone_name: str | None) -> Remin
 
 def _is_request_lead(message: str, at: int) -> bool:
     """True when the words before `at` in its sentence leave "remind me" a request."""
-    before = message[:at]
+    before = message[max(0, at - LEAD_WINDOW_CHARS):at]  # bounded: a message may be long
     sentence = max(before.rfind(c) for c in ".!?\n")
     return _REQUEST_LEAD.search(before[sentence + 1:].strip()) is not None
 
