@@ -61,8 +61,11 @@ async def for_turn(
     zone, _ = policy.resolve_zone(chat.timezone)
     request = None
     if reminder_parsing.mentions_request(message):
-        request = await asyncio.to_thread(reminder_parsing.find_request, message, now=now,
-                                          zone_name=chat.timezone)
+        try:
+            request = await asyncio.to_thread(reminder_parsing.find_request, message, now=now,
+                                              zone_name=chat.timezone)
+        except Exception:
+            log.exception("could not read a reminder request")
     owner = policy.owner_of(chat)
     due: list[Reminder] = []
     outcome = None
@@ -111,13 +114,14 @@ async def _settle(
     rt: Runtime, *, chat: ChatContext, owner: str | None,
     request: reminder_parsing.ReminderRequest, now: datetime, key: str,
 ) -> RequestOutcome | None:
-    """Set the requested reminder, or say why not."""
-    if request.problem is not None:
-        return RequestOutcome(request.text, None, request.problem)
+    """Set the requested reminder, or say why not (where first: no chat but a private one
+    would set it, however it was phrased)."""
     if owner is None:
         reason = (policy.NOT_IN_TEMPORARY_CHAT if chat.kind is ChatKind.TEMPORARY
                   else policy.NOT_IN_SHARED_CHAT)
         return RequestOutcome(request.text, None, reason)
+    if request.problem is not None:
+        return RequestOutcome(request.text, None, request.problem)
     assert request.trigger is not None
     try:
         reminder = await _store(rt, user_id=owner, content=request.content,
