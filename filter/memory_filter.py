@@ -229,6 +229,9 @@ async def _recall_into(
     now = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
     if now is not None:
         request_body["now"] = now
+    message_id = _user_message_id(metadata)
+    if message_id is not None:
+        request_body["user_message_id"] = message_id
     try:
         response = await asyncio.wait_for(
             _post_for_chat(
@@ -237,7 +240,8 @@ async def _recall_into(
             ),
             timeout=valves.inlet_timeout_s,
         )
-        block, memory_count = _parse_context_answer(response.json())
+        answer = response.json()
+        block, memory_count = _parse_context_answer(answer)
     except Exception as exc:
         log.warning("memory service gave no context: %r", exc)
         if user_valves.show_status:
@@ -247,7 +251,11 @@ async def _recall_into(
         return
     _inject_block(body, block)
     if user_valves.show_status:
-        await _emit_status(emitter, _recalled_status(memory_count))
+        if memory_count or not _notice_in(answer):
+            await _emit_status(emitter, _recalled_status(memory_count))
+        notice = _notice_in(answer)
+        if notice:
+            await _emit_status(emitter, notice)
 
 
 def _model_excluded(model_id: Any, patterns: str) -> bool:
@@ -274,7 +282,7 @@ async def _route_command(
     valves: Filter.Valves,
     kind: str,
     chat_id: Any,
-    sender: tuple[str, str | None],
+    sender: tuple[str, str | None, str | None],
     metadata: dict[str, Any],
 ) -> None:
     """Run a /memory command and hand the turn to the Memory Commands pipe.
@@ -282,10 +290,14 @@ async def _route_command(
     The pipe returns the stashed text verbatim, so the user sees the exact answer and no LLM
     is called (Open WebUI gives filters no other way to answer a turn themselves).
     """
+    command: dict[str, Any] = {"command": text[:4000]}
+    now = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
+    if now is not None:
+        command["now"] = now
     try:
         response = await asyncio.wait_for(
             _post_for_chat(
-                valves, "/v1/commands", {"command": text[:4000]},
+                valves, "/v1/commands", command,
                 timeout_s=valves.command_timeout_s,
                 kind=kind, chat_id=chat_id, sender=sender, metadata=metadata,
             ),
@@ -424,9 +436,14 @@ async def _hand_over_turn(
 def _notice_of(response: httpx.Response) -> str | None:
     """The service's `notice` for the user (e.g. extraction is paused), if any."""
     try:
-        notice = response.json().get("notice")
+        return _notice_in(response.json())
     except Exception:
         return None
+
+
+def _notice_in(answer: Any) -> str | None:
+    """The `notice` of a decoded answer (e.g. a reminder is due), if any."""
+    notice = answer.get("notice") if isinstance(answer, dict) else None
     return notice if isinstance(notice, str) and notice.strip() else None
 
 
@@ -513,12 +530,12 @@ async def _chat_context(
     *,
     kind: str,
     chat_id: Any,
-    sender: tuple[str, str | None],
+    sender: tuple[str, str | None, str | None],
     metadata: dict[str, Any],
     valves: Filter.Valves,
 ) -> dict[str, Any]:
     """The chat object of the HTTP contract: who speaks, where, and who else can see it."""
-    user_id, user_name = sender
+    user_id, user_name, user_timezone = sender
     metadata_folder_id = _folder_id_of(metadata.get("folder_id"))
     folder_id: str | None = None
     reason: str | None = None
@@ -543,6 +560,9 @@ async def _chat_context(
             "read_in_temporary": valves.read_in_temporary_chats,
         }
     )
+    timezone = _timezone_of(metadata) or user_timezone
+    if timezone:
+        chat["timezone"] = timezone
     return chat
 
 
@@ -643,7 +663,7 @@ async def _post_for_chat(
     timeout_s: float,
     kind: str,
     chat_id: Any,
-    sender: tuple[str, str | None],
+    sender: tuple[str, str | None, str | None],
     metadata: dict[str, Any],
 ) -> httpx.Response:
     """Work out the chat context (DESIGN §2) and POST it with `payload` to the service."""
@@ -706,15 +726,41 @@ def _metadata_of(body: dict[str, Any], metadata: Any) -> dict[str, Any]:
     return _dict_of(body.get("metadata"))
 
 
-def _sender_of(user: Any) -> tuple[str, str | None] | None:
-    """(user id, name) of the turn's sender, or None without a usable id."""
+def _sender_of(user: Any) -> tuple[str, str | None, str | None] | None:
+    """(user id, name, time zone) of the turn's sender, or None without a usable id."""
     if not isinstance(user, dict):
         return None
     user_id = user.get("id")
     if not isinstance(user_id, str) or not user_id.strip():
         return None
     name = user.get("name")
-    return user_id, name if isinstance(name, str) and name.strip() else None
+    return (
+        user_id,
+        name if isinstance(name, str) and name.strip() else None,
+        _short_text(user.get("timezone")),
+    )
+
+
+def _timezone_of(metadata: dict[str, Any]) -> str | None:
+    """The browser's IANA time zone sent with this request (`{{CURRENT_TIMEZONE}}`)."""
+    return _short_text(_dict_of(metadata.get("variables")).get("{{CURRENT_TIMEZONE}}"))
+
+
+def _user_message_id(metadata: dict[str, Any]) -> str | None:
+    """Id of the user message of this turn, if Open WebUI sent one."""
+    for value in (metadata.get("user_message_id"),
+                  _dict_of(metadata.get("user_message")).get("id")):
+        text = _short_text(value, max_chars=255)
+        if text:
+            return text
+    return None
+
+
+def _short_text(value: Any, *, max_chars: int = 64) -> str | None:
+    """A non-empty string of at most `max_chars` characters, else None."""
+    if isinstance(value, str) and value.strip() and len(value.strip()) <= max_chars:
+        return value.strip()
+    return None
 
 
 def _read_user_valves(user: Any, model: type[Filter.UserValves]) -> Filter.UserValves:

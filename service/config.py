@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.core.reminders import CONTEXT_SIMILARITY
 from service.errors import ConfigurationError
 
 
@@ -201,6 +202,12 @@ class Settings(BaseSettings):
         default=0.5, alias="MEMORY_CONSOLIDATION_GUARD", gt=0, le=1,
         description="A run that would lower an owner's active memories by more than this "
                     "share (merged minus summaries, plus pruned) is refused.")
+
+    # --- reminders (issue #7) -------------------------------------------------------------
+    reminder_similarity: float = Field(
+        default=CONTEXT_SIMILARITY, alias="MEMORY_REMINDER_SIMILARITY", ge=0, le=1,
+        description="A reminder set for a topic fires when a message is this close to it "
+                    "(relevance 1 - cosine_distance/2; 0.7 is cosine 0.4; seeds/003).")
 
     # --- operations: logs (reliability and operations) -----------------------------------
     log_format: str = Field(

@@ -18,6 +18,10 @@ class MemoryNotFound(MemoryServiceError):
     """No such memory for this user."""
 
 
+class ReminderNotFound(MemoryNotFound):
+    """No such reminder for this user."""
+
+
 class ScopeDenied(MemoryServiceError):
     """This chat may not read or write that memory bank."""
 

@@ -13,7 +13,7 @@ from fastapi import Depends, FastAPI
 from service import __version__, observability
 from service.api import errors
 from service.api.deps import require_key
-from service.api.routes import admin, chat, health, memories
+from service.api.routes import admin, chat, health, memories, reminders
 from service.config import Settings
 from service.embeddings.encoder import Encoder
 from service.flows.runtime import Runtime
@@ -92,6 +92,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.include_router(chat.router, dependencies=[Depends(require_key)])
     app.include_router(memories.router, dependencies=[Depends(require_key)])
     app.include_router(memories.chats, dependencies=[Depends(require_key)])
+    app.include_router(reminders.router, dependencies=[Depends(require_key)])
     app.include_router(admin.router, dependencies=[Depends(require_key)])
     app.include_router(admin.metrics_router, dependencies=[Depends(require_key)])
     return app

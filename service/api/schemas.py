@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.core.records import Bank, ChatContext, ChatKind, Memory
+from service.core.reminders import Reminder, TriggerKind
 
 MAX_MESSAGE_CHARS = 32_000
 MAX_MEMORY_CHARS = 2_000
@@ -34,13 +35,16 @@ class ChatContextIn(BaseModel):
     collaborative: bool = False
     collaborative_reason: str | None = Field(default=None, max_length=64)
     read_in_temporary: bool = True
+    timezone: str | None = Field(
+        default=None, max_length=64,
+        description="the sender's IANA time zone (Open WebUI's user setting); unknown = UTC")
 
     def to_record(self) -> ChatContext:
         return ChatContext(
             user_id=self.user_id, kind=self.kind, chat_id=self.chat_id, user_name=self.user_name,
             folder_id=self.folder_id or None, collaborative=self.collaborative,
             collaborative_reason=self.collaborative_reason,
-            read_in_temporary=self.read_in_temporary)
+            read_in_temporary=self.read_in_temporary, timezone=self.timezone)
 
 
 class ContextRequest(BaseModel):
@@ -52,6 +56,9 @@ class ContextRequest(BaseModel):
     message: str = Field(max_length=MAX_MESSAGE_CHARS)
     budget_tokens: int | None = Field(default=None, ge=0, le=8_000)
     now: datetime | None = None
+    user_message_id: str | None = Field(
+        default=None, max_length=255,
+        description="id of the user message; a reminder it asks for is set once per id")
 
     @field_validator("now")
     @classmethod
@@ -70,6 +77,52 @@ class ContextMemory(BaseModel):
     created_at: datetime
 
 
+class ReminderRead(BaseModel):
+    """A reminder; `id` is the code users type (`r-k7m2qa`)."""
+
+    id: str
+    content: str
+    trigger: TriggerKind
+    due_at: datetime | None
+    all_day: bool
+    timezone: str
+    cue: str | None
+    state: Literal["pending", "fired"]
+    created_at: datetime
+    fired_at: datetime | None
+    source_chat_id: str | None
+
+    @classmethod
+    def from_record(cls, r: Reminder) -> ReminderRead:
+        return cls(id=r.code, content=r.content, trigger=r.trigger, due_at=r.due_at,
+                   all_day=r.all_day, timezone=r.timezone, cue=r.cue,
+                   state=r.state.value,  # type: ignore[arg-type]
+                   created_at=r.created_at, fired_at=r.fired_at,
+                   source_chat_id=r.source_chat_id)
+
+
+class ReminderList(BaseModel):
+    items: list[ReminderRead]
+    total: int
+
+
+class ReminderCreate(BaseModel):
+    """A reminder given by its parts: `due_at` (a time) or `cue` (a topic), not both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, max_length=500)
+    due_at: datetime | None = None
+    cue: str | None = Field(default=None, min_length=1, max_length=500)
+    timezone: str | None = Field(default=None, max_length=64,
+                                 description="IANA zone the reminder is listed in; default UTC")
+
+    @field_validator("due_at")
+    @classmethod
+    def _due_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+
 class ContextResponse(BaseModel):
     """The block to append to the system message, and what is in it."""
 
@@ -77,6 +130,11 @@ class ContextResponse(BaseModel):
     memories: list[ContextMemory]
     profile: str | None
     status: str
+    reminders: list[ReminderRead] = Field(
+        default_factory=list, description="reminders fired by this turn (in the block)")
+    notice: str | None = Field(
+        default=None, description="A line the filter shows the user (a reminder is due, set "
+                                  "or could not be set).")
 
 
 class HistoryMessage(BaseModel):
@@ -173,6 +231,12 @@ class CommandRequest(BaseModel):
 
     chat: ChatContextIn
     command: str = Field(min_length=1, max_length=4_000)
+    now: datetime | None = Field(default=None, description="when it was typed; default: now")
+
+    @field_validator("now")
+    @classmethod
+    def _now_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
 
 
 class CommandResponse(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from service.core.records import Bank, Memory
@@ -33,12 +34,14 @@ class CommandName(StrEnum):
     EXPORT = "export"  #: everything as JSON
     PAUSE = "pause"  #: stop learning from chats
     RESUME = "resume"  #: learn again
+    REMINDERS = "reminders"  #: pending and recently shown reminders
 
 
 _ALIASES = {"ls": CommandName.LIST, "find": CommandName.SEARCH, "remember": CommandName.ADD,
             "delete": CommandName.FORGET, "remove": CommandName.FORGET, "rm": CommandName.FORGET,
             "assign": CommandName.ASSIGN_BANK, "move": CommandName.ASSIGN_BANK,
-            "assign-bank": CommandName.ASSIGN_BANK, "?": CommandName.HELP}
+            "assign-bank": CommandName.ASSIGN_BANK, "?": CommandName.HELP,
+            "reminder": CommandName.REMINDERS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,7 @@ class Command:
     name: CommandName | None  #: None when the word after /memory is unknown
     word: str  #: the word as typed
     args: str  #: everything after the command word, stripped
+    at: datetime | None = None  #: when it was typed (the turn's time); None = the server clock
 
 
 def is_command(text: str) -> bool:
@@ -150,8 +154,11 @@ HELP_TEXT = """**Memory commands**
 - `/memory why` — which memories went into the last reply, with their scores
 - `/memory export` — all your memories as JSON
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
+- `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
 
-Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`."""
+Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. To set a reminder,
+just ask in a chat: “remind me on Friday to call the vet” or “remind me when we talk about
+the garden to buy seeds”."""
 
 
 def unknown_command_text(word: str) -> str:

@@ -108,6 +108,7 @@ class ChatContext:
     collaborative: bool = False  #: several people can see this chat
     collaborative_reason: str | None = None  #: why the filter thinks so
     read_in_temporary: bool = True  #: may a temporary chat read memories
+    timezone: str | None = None  #: the sender's IANA time zone ("Europe/Berlin"), if known
 
 
 @dataclass(frozen=True, slots=True)

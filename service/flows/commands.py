@@ -6,6 +6,7 @@ bank is neither listed nor changed. No LLM is involved.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 
 from service.core import commands as text
 from service.core import privacy
+from service.core import reminders as reminder_policy
 from service.core.commands import Command, CommandName
 from service.core.records import (
     Bank,
@@ -27,6 +29,7 @@ from service.core.records import (
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import memories as memory_flow
 from service.flows import profile as profile_flow
+from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
 from service.storage import memories, user_state
 
@@ -35,13 +38,17 @@ SEARCH_LIMIT = 10
 _RRF_K = 60
 
 
-async def run_command(rt: Runtime, *, chat: ChatContext, command_text: str) -> tuple[str, str]:
+async def run_command(rt: Runtime, *, chat: ChatContext, command_text: str,
+                      now: datetime | None = None) -> tuple[str, str]:
     """Execute a typed command.
+
+    Args:
+        now: when it was typed (the turn's time); None = the server clock.
 
     Returns:
         (command name or "unknown", Markdown text to show the user verbatim).
     """
-    command = text.parse(command_text)
+    command = dataclasses.replace(text.parse(command_text), at=now)
     if command.name is None:
         return "unknown", text.unknown_command_text(command.word)
     scope = privacy.read_scope(chat)
@@ -195,6 +202,8 @@ async def _forget(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
         return "Usage: `/memory forget <id>` or `/memory forget all`"
     if token.lower() == "all":
         return await _forget_all(rt, chat, code=rest.strip())
+    if reminder_policy.parse_reminder_code(token) is not None:
+        return await reminder_flow.forget_command(rt, chat=chat, token=token)
     found = await _find(rt, scope, token,
                         statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED))
     try:
@@ -211,19 +220,26 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     own = memory_flow.owned_scope(chat.user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
-    if not rows:
+    reminders = await reminder_flow.list_for_user(rt, user_id=chat.user_id)
+    if not rows and not reminders:
         return "There is nothing to forget."
-    expected = _confirmation_code(rt, chat.user_id, [m.seq for m in rows])
+    expected = _confirmation_code(rt, chat.user_id,
+                                  [m.seq for m in rows] + [-r.seq for r in reminders])
+    also = f" and your {len(reminders)} reminders" if reminders else ""
     if code != expected:
         return (f"This forgets all {len(rows)} of your Personal and Interaction Patterns "
-                f"memories, for good. To confirm, type:\n\n`/memory forget all {expected}`")
+                f"memories{also}, for good. To confirm, type:\n\n"
+                f"`/memory forget all {expected}`")
     for memory in rows:
         try:
             await memory_flow.forget(rt, scope=own, memory_id=memory.id,
                                      actor=f"user:{chat.user_id}")
         except MemoryNotFound:
             continue  # part of an earlier memory's history, already forgotten
-    return f"Forgot all {len(rows)} memories. Project memories of shared folders were kept."
+    cancelled = await reminder_flow.cancel_all(rt, user_id=chat.user_id)
+    also = f" and {cancelled} reminders" if cancelled else ""
+    return (f"Forgot all {len(rows)} memories{also}. Project memories of shared folders "
+            "were kept.")
 
 
 async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -283,8 +299,16 @@ async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=scope)
     data = export_json(rows)
-    return (f"**Your memories** ({len(rows)}) as JSON:\n\n```json\n"
-            f"{json.dumps(data, ensure_ascii=False, indent=2)}\n```")
+    answer = (f"**Your memories** ({len(rows)}) as JSON:\n\n```json\n"
+              f"{json.dumps(data, ensure_ascii=False, indent=2)}\n```")
+    if not reminder_policy.may_list(chat):
+        return answer
+    reminders = reminder_policy.export_json(
+        await reminder_flow.list_for_user(rt, user_id=chat.user_id))
+    if reminders:
+        answer += (f"\n\n**Your reminders** ({len(reminders)}) as JSON:\n\n```json\n"
+                   f"{json.dumps(reminders, ensure_ascii=False, indent=2)}\n```")
+    return answer
 
 
 def export_json(rows: list[Memory]) -> list[dict[str, object]]:
@@ -293,6 +317,10 @@ def export_json(rows: list[Memory]) -> list[dict[str, object]]:
              "tags": list(m.tags), "confidence": m.confidence, "status": m.status.value,
              "source": m.source_kind.value, "created_at": m.created_at.isoformat(),
              "updated_at": m.updated_at.isoformat()} for m in rows]
+
+
+async def _reminders(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    return await reminder_flow.list_command(rt, chat=chat, now=command.at)
 
 
 async def _pause(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -322,5 +350,6 @@ _HANDLERS = {
     CommandName.ASSIGN_BANK: _assign_bank, CommandName.BANKS: _banks,
     CommandName.PROFILE: _profile, CommandName.WHY: _why, CommandName.EXPORT: _export,
     CommandName.PAUSE: _pause, CommandName.RESUME: _resume,
+    CommandName.REMINDERS: _reminders,
 }
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,9 +16,11 @@ from service import observability
 from service.core import privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, RankedMemory, ReadScope
+from service.core.reminders import Reminder
 from service.core.tokens import estimate_tokens
 from service.flows import profile as profile_flow
 from service.flows import relevance
+from service.flows import reminders as reminders_flow
 from service.flows.runtime import Runtime
 from service.storage import memories, user_state
 
@@ -32,6 +35,8 @@ class ContextResult:
     items: list[RankedMemory]  #: the injected memories, best first
     profile: str | None  #: the core memories profile, if any
     status: str  #: one line for the user
+    reminders: list[Reminder] = field(default_factory=list)  #: fired by this turn
+    notice: str | None = None  #: a status line about reminders, for the user
 
 
 async def retrieve(
@@ -78,6 +83,29 @@ async def retrieve(
 
 
 async def build_context(
+    rt: Runtime, *, chat: ChatContext, message: str, budget_tokens: int | None,
+    now: datetime | None, message_id: str | None = None,
+) -> ContextResult:
+    """The block for the inlet: the memories (`recall`) and the "Reminders" section.
+
+    Due reminders are fired first, outside the memories' deadline, so the deadline's
+    fallback never drops a reminder already marked fired (flows/reminders.py).
+
+    Args:
+        message_id: the user message's id; keys a reminder it asks for (None: its text).
+    """
+    now = now or datetime.now(UTC)
+    turn = await reminders_flow.for_turn(rt, chat=chat, message=message, now=now,
+                                         message_id=message_id)
+    result = await recall(rt, chat=chat, message=message, budget_tokens=budget_tokens, now=now)
+    if not turn.section:
+        return result
+    return dataclasses.replace(
+        result, block="\n\n".join(p for p in (result.block, turn.section) if p),
+        reminders=turn.due, notice=turn.notice)
+
+
+async def recall(
     rt: Runtime, *, chat: ChatContext, message: str, budget_tokens: int | None,
     now: datetime | None,
 ) -> ContextResult:

@@ -177,3 +177,35 @@ class ConsolidationRunRow(Base):
     __table_args__ = (
         Index("ix_consolidation_runs_owner", "owner_kind", "owner_id", "finished_at"),
     )
+
+
+class ReminderRow(Base):
+    """A reminder one user asked for: due at a time or when a later message meets its cue."""
+
+    __tablename__ = "reminders"
+
+    #: row id; users see it as `r-` + its short code
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(255))
+    content: Mapped[str] = mapped_column(Text)  #: "" once cancelled
+    trigger_kind: Mapped[str] = mapped_column(String(16))  #: time or context
+    due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    all_day: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    timezone: Mapped[str] = mapped_column(String(64))
+    cue: Mapped[str | None] = mapped_column(Text)
+    cue_embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    embedding_model: Mapped[str | None] = mapped_column(String(255))
+    source_chat_id: Mapped[str | None] = mapped_column(String(255))
+    #: "<chat id>:<user message id>": a regenerated reply never sets a reminder twice
+    source_key: Mapped[str] = mapped_column(String(600))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    fired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    fired_chat_id: Mapped[str | None] = mapped_column(String(255))
+    cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("user_id", "source_key"),
+        # every inlet of a private chat looks for its sender's pending reminders
+        Index("ix_reminders_user_id_pending", "user_id", "trigger_kind",
+              postgresql_where=text("fired_at IS NULL AND cancelled_at IS NULL")),
+    )

@@ -75,7 +75,36 @@ async def test_sends_the_contract_request_for_a_saved_chat():
         "message": "Which drink do I like?",
         "budget_tokens": 400,
         "now": "2023-05-08T13:56:00Z",
+        "user_message_id": "u-1",
     }
+
+
+@pytest.mark.parametrize(("user_zone", "variables", "sent"), [
+    ("Europe/Berlin", {"{{CURRENT_TIMEZONE}}": "Asia/Tokyo"}, "Asia/Tokyo"),
+    ("Europe/Berlin", {}, "Europe/Berlin"),
+    (None, {"{{CURRENT_TIMEZONE}}": "America/New_York"}, "America/New_York"),
+    (None, {"{{CURRENT_TIMEZONE}}": 3}, None),
+    ("x" * 65, {}, None),
+])
+async def test_the_senders_time_zone_goes_with_the_chat(user_zone, variables, sent):
+    """The request's browser zone first, else the account's (reminders are read in it)."""
+    module = load_filter()
+    user = {**ALICE, "timezone": user_zone}
+    with MemoryServiceStub() as stub:
+        await _inlet(_filter(module, stub.url), _body(), user=user,
+                     metadata=_metadata(variables=variables))
+    assert stub.requests[0].body["chat"].get("timezone") == sent
+
+
+async def test_a_reminder_notice_is_shown_as_a_status_line():
+    module = load_filter()
+    emitter = EventRecorder()
+    answer = {"block": "Reminders (…):\n- call the vet", "memories": [], "profile": None,
+              "status": "no relevant memories", "notice": "Reminder: call the vet"}
+    with MemoryServiceStub(responder=lambda request: StubReply(json=answer)) as stub:
+        result = await _inlet(_filter(module, stub.url), _body(), emitter=emitter)
+    assert result["messages"][0]["content"] == "You are helpful.\n\n" + answer["block"]
+    assert emitter.events == [status("Reminder: call the vet")]
 
 
 async def test_millisecond_timestamps_become_the_same_time():

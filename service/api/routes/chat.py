@@ -11,6 +11,7 @@ from service.api.schemas import (
     ContextMemory,
     ContextRequest,
     ContextResponse,
+    ReminderRead,
     TurnRequest,
     TurnResponse,
 )
@@ -25,9 +26,12 @@ async def post_context(body: ContextRequest, rt: RuntimeDep) -> ContextResponse:
 
     Only memories the chat may read are considered (DESIGN §3): nothing for API calls,
     automations and background tasks; never Personal memories in collaborative chats.
+    In a private chat the sender's due reminders are added in a "Reminders" section, once
+    each, and a "remind me …" in the message is set (or answered with why not).
     """
     result = await context.build_context(rt, chat=body.chat.to_record(), message=body.message,
-                                         budget_tokens=body.budget_tokens, now=body.now)
+                                         budget_tokens=body.budget_tokens, now=body.now,
+                                         message_id=body.user_message_id)
     return ContextResponse(
         block=result.block,
         memories=[ContextMemory(id=r.memory.id, bank=r.memory.bank, content=r.memory.content,
@@ -35,6 +39,8 @@ async def post_context(body: ContextRequest, rt: RuntimeDep) -> ContextResponse:
                                 created_at=r.memory.created_at) for r in result.items],
         profile=result.profile,
         status=result.status,
+        reminders=[ReminderRead.from_record(r) for r in result.reminders],
+        notice=result.notice,
     )
 
 
@@ -62,5 +68,5 @@ async def post_command(body: CommandRequest, rt: RuntimeDep) -> CommandResponse:
     No LLM is used. Unknown commands and wrong ids get a helpful `text`, not an error.
     """
     name, text = await commands.run_command(rt, chat=body.chat.to_record(),
-                                            command_text=body.command)
+                                            command_text=body.command, now=body.now)
     return CommandResponse(command=name, text=text)
