@@ -13,6 +13,7 @@ from service.core import safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import profile as profile_flow
+from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
 from service.storage import audit, memories, profiles, turns, user_state
 from service.storage import consolidation as consolidation_store
@@ -199,8 +200,8 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     """A user account was deleted: forget everything that was only theirs.
 
     Their Personal and Interaction Patterns memories and the Chat Memory of their chats are
-    forgotten (content-free tombstones stay); their profiles, switches and injection records
-    are deleted. Project Memory belongs to its folder and stays.
+    forgotten (content-free tombstones stay), their reminders cancelled; their profiles,
+    switches and injection records are deleted. Project Memory belongs to its folder and stays.
 
     Returns:
         Number of memories forgotten.
@@ -215,6 +216,7 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
         except MemoryNotFound:
             continue  # part of an earlier memory's history, already forgotten
     count += await forget_chats_of_user(rt, user_id=user_id, actor=actor)
+    await reminder_flow.cancel_all(rt, user_id=user_id)
     async with rt.db.unit_of_work() as session:
         await profiles.remove_user(session, user_id=user_id)
         await user_state.remove_user(session, user_id=user_id)

@@ -26,6 +26,8 @@ async def test_user_deleted_forgets_personal_patterns_and_chat_memory_but_keeps_
                                                "command": "/memory add chat: Draft two is final"})
     service.client.post("/v1/commands", json={"chat": _chat("uma", "uma-chat"),
                                                "command": "/memory pause"})
+    assert service.client.post("/v1/users/uma/reminders", json={
+        "content": "call the vet", "due_at": "2099-01-01T09:00:00Z"}).status_code == 201
     assert service.client.post("/v1/users/olga/memories", json={
         "content": "Olga keeps goats"}).status_code == 201
 
@@ -51,6 +53,8 @@ async def test_user_deleted_forgets_personal_patterns_and_chat_memory_but_keeps_
                             "AND content <> ''").fetchone()
         settings = conn.execute("SELECT count(*) FROM user_settings WHERE user_id = 'uma'"
                                 ).fetchone()
-    assert (left, settings) == ((0,), (0,))
+        reminders = conn.execute("SELECT count(*) FROM reminders WHERE user_id = 'uma' "
+                                 "AND content <> ''").fetchone()
+    assert (left, settings, reminders) == ((0,), (0,), (0,))
     # a second delivery of the same event finds nothing left to forget
     assert service.client.delete("/v1/users/uma/memories").json() == {"forgotten": 0}
