@@ -95,6 +95,7 @@ async def test_a_long_chat_keeps_a_rolling_summary_built_from_new_messages_only(
                         and len(_summary_requests(llm)) == w, f"summary version {wanted}")
         first, second = _summary_requests(llm)
         in_chat = _block(live, CHAT, "When do we land in Lima and where is the hotel?")
+        why = live.client.post("/v1/commands", json={"chat": CHAT, "command": "/memory why"})
         elsewhere = _block(live, {**CHAT, "chat_id": "other-chat"},
                            "When do we land in Lima and where is the hotel?")
     assert [speaker_text for speaker_text in summary_lines(first)] == [
@@ -119,6 +120,7 @@ async def test_a_long_chat_keeps_a_rolling_summary_built_from_new_messages_only(
     texts = await _scalar_rows(db_conn, "SELECT count(*) FROM turns WHERE payload ? 'texts'")
     assert texts == [(0,)]
     assert _summary_text(*range(8)) in in_chat
+    assert "confidence 0.90, summary of this chat" in why.json()["text"]
     assert "Lima" not in elsewhere
 
 
