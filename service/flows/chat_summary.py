@@ -10,6 +10,7 @@ hash of the last message it covers. Only that chat reads it, like any Chat Memor
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -25,7 +26,8 @@ from service.llm.client import decode_json_answer
 from service.storage import audit, chat_summaries, memories, turns
 from service.storage.turns import Turn
 
-__all__ = ["drop_uncovered", "keeps_texts", "update"]
+__all__ = ["drop_uncovered", "erase_uncovered", "keeps_texts", "update",
+           "withdraw_for_forgotten"]
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +94,49 @@ async def update(rt: Runtime, *, chat_id: str, chat_quiet: bool) -> str:
 async def drop_uncovered(rt: Runtime, *, chat_id: str) -> None:
     """Erase the texts the chat's summary was still to take in (after a job gave up)."""
     async with rt.db.unit_of_work() as session:
+        await erase_uncovered(session, chat_ids=[chat_id])
+
+
+async def withdraw_for_forgotten(
+    session: AsyncSession, *, forgotten: Sequence[Memory]
+) -> list[uuid.UUID]:
+    """What forgetting extracted memories takes from the summaries of their chats.
+
+    In each source chat, the texts the summary had yet to take in are erased (they may hold
+    the fact); a summary that already took in a forgotten memory's message goes too, with
+    every earlier version (DESIGN §4: forgetting reaches summaries). The next version then
+    starts from new messages only.
+
+    Args:
+        forgotten: the memories being forgotten (and their earlier versions).
+
+    Returns:
+        Ids of summary versions to forget with them.
+    """
+    withdrawn: list[uuid.UUID] = []
+    for memory in forgotten:
+        chat_id = memory.source_chat_id
+        if memory.source_kind is not SourceKind.EXTRACTION or not chat_id:
+            continue
         await chat_summaries.lock_chat(session, chat_id=chat_id)
-        uncovered = await turns.uncovered(session, chat_id=chat_id)
-        await turns.erase_texts(session, turn_ids=[t.id for t in uncovered])
+        await turns.erase_texts(session, turn_ids=[
+            t.id for t in await turns.uncovered(session, chat_id=chat_id)])
+        state = await chat_summaries.get(session, chat_id=chat_id)
+        if state is None:
+            continue
+        source = await turns.id_of(session, chat_id=chat_id,
+                                   user_message_id=memory.source_message_id or "")
+        if source is None or source <= state.last_turn_id:
+            withdrawn += await memories.history_chain(session, memory_id=state.memory_id)
+    return list(dict.fromkeys(withdrawn))
+
+
+async def erase_uncovered(session: AsyncSession, *, chat_ids: Sequence[str]) -> None:
+    """Erase the texts the summaries of these chats had yet to take in (the chats are gone)."""
+    for chat_id in chat_ids:
+        await chat_summaries.lock_chat(session, chat_id=chat_id)
+        await turns.erase_texts(session, turn_ids=[
+            t.id for t in await turns.uncovered(session, chat_id=chat_id)])
 
 
 def _time_of(turn: Turn) -> datetime:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, literal_column, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -68,6 +68,13 @@ async def get(session: AsyncSession, *, turn_id: int) -> Turn | None:
     """The turn, without a lock."""
     row = (await session.execute(select(TurnRow).where(TurnRow.id == turn_id))).scalar()
     return _to_turn(row) if row else None
+
+
+async def id_of(session: AsyncSession, *, chat_id: str, user_message_id: str) -> int | None:
+    """Ledger id of the turn of this chat and user message, if it was handed over."""
+    return (await session.execute(
+        select(TurnRow.id).where(TurnRow.chat_id == chat_id,
+                                 TurnRow.user_message_id == user_message_id))).scalar()
 
 
 async def pending(
@@ -151,14 +158,19 @@ async def finish(
     error: str | None = None, keep_texts: bool = False,
 ) -> None:
     """Close a turn. A done turn's message texts are erased (only the ledger key stays)
-    unless `keep_texts` (the chat's rolling summary has yet to cover them); a failed one
+    unless `keep_texts` (the chat's rolling summary has yet to cover them: then only the
+    user message and the reply stay, not the earlier messages sent with them); a failed one
     keeps them, already redacted of secrets, until it is retried."""
-    erase = status is TurnStatus.DONE and not keep_texts
+    if status is not TurnStatus.DONE:
+        payload: Any = TurnRow.payload
+    elif keep_texts:
+        payload = TurnRow.payload.op("#-")(literal_column("'{texts,history}'"))
+    else:
+        payload = TurnRow.payload.op("-")("texts")
     await session.execute(
         update(TurnRow).where(TurnRow.id == turn_id).values(
             status=status.value, memories_written=memories_written, error=error,
-            finished_at=datetime.now(UTC),
-            payload=TurnRow.payload.op("-")("texts") if erase else TurnRow.payload,
+            finished_at=datetime.now(UTC), payload=payload,
         )
     )
 

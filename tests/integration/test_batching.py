@@ -81,8 +81,10 @@ async def test_five_messages_make_one_extraction_call(
                                   "to_char(created_at, 'YYYY-MM-DD') FROM memories ORDER BY seq")
     assert stored == [(fact, f"m{i}", f"2026-05-{i + 1:02d}")
                       for i, (_, fact) in enumerate(FACTS[:5])]
-    assert await _rows(db_conn, "SELECT memories_written, payload ? 'texts' FROM turns "
-                                "ORDER BY id") == [(1, True)] * 5  # kept for the chat summary
+    # the message and reply stay for the chat's summary; the earlier messages sent with them go
+    assert await _rows(db_conn, "SELECT memories_written, payload ? 'texts', "
+                                "payload -> 'texts' ? 'history' FROM turns ORDER BY id") == [
+        (1, True, False)] * 5
 
 
 async def test_long_messages_reach_the_token_threshold_first(

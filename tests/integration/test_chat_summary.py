@@ -13,6 +13,7 @@ from service.core.batching import turn_tokens
 from tests.support.extraction_replies import (
     by_message,
     is_summary_request,
+    new_op,
     summary_lines,
     with_summaries,
 )
@@ -185,3 +186,35 @@ def test_a_forgotten_summary_is_not_carried_into_the_next_version(
         second = _summary_requests(llm)[-1]
     assert "<chat_summary></chat_summary>" in second["messages"][-1]["content"]
     assert LINES[0] not in second["messages"][-1]["content"]
+
+
+def test_forgetting_a_fact_the_summary_took_in_forgets_the_summary_too(
+    service_factory, database_url: str  # type: ignore[no-untyped-def]
+) -> None:
+    """DESIGN §4: forgetting reaches summaries; the next version starts from new messages."""
+    threshold = sum(turn_tokens(line, REPLY) for line in LINES[:2])
+    rules = {"Peru": [new_op("User plans a trip to Peru in June")]}
+    with LLMStub(responder=with_summaries(by_message(rules))) as llm:
+        live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m",
+                               MEMORY_BATCH_MESSAGES="2", MEMORY_BATCH_QUIET_S="3600",
+                               MEMORY_CHAT_SUMMARY_TOKENS=str(threshold))
+        _post(live, 0)
+        _post(live, 1)
+        _wait_until(lambda: _versions(database_url) == 1, "first summary")
+        assert "Peru" in _block(live, CHAT, "Where am I travelling in June?")
+        (fact,) = live.client.get("/v1/users/ana/memories").json()["items"]
+        assert live.client.delete(f"/v1/users/ana/memories/{fact['id']}").status_code == 204
+        after_forget = _block(live, CHAT, "Where am I travelling in June?")
+        _post(live, 2)
+        _post(live, 3)
+        _wait_until(lambda: _versions(database_url) == 2, "second summary")
+        third = _summary_requests(llm)[-1]
+    assert "Peru" not in after_forget
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute("SELECT status, content FROM memories WHERE source_kind = "
+                            "'chat_summary' ORDER BY seq").fetchall()
+        peru = conn.execute("SELECT count(*) FROM turns WHERE payload::text LIKE '%Peru%'"
+                            ).fetchone()
+    assert rows == [("deleted", ""), ("active", _summary_text(2, 3))]
+    assert "<chat_summary></chat_summary>" in third["messages"][-1]["content"]
+    assert peru == (0,)
