@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 
 from service.core.batching import turn_tokens
+from tests.reliability.support import metric, scrape
 from tests.support.extraction_replies import by_message, new_op, new_user_messages
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
@@ -72,6 +73,9 @@ async def test_five_messages_make_one_extraction_call(
             ("extract_quiet_chat", 4)]
         assert await _rows(db_conn, "SELECT count(*) FROM procrastinate_jobs "
                                     "WHERE task_name = 'extract_turn'") == [(0,)]
+        samples = scrape(live)
+        assert metric(samples, "job_queue_depth", queue="extraction", status="scheduled") == 4
+        assert metric(samples, "job_queue_depth", queue="extraction", status="todo") == 0
         assert _post(live, FACTS[4][0], "m4", day=5)["detail"] == NOW
         status = live.wait_for_extraction()
         requests = _extraction_requests(llm)
