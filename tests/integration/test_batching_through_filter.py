@@ -11,10 +11,10 @@ from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
 from service.core.batching import turn_tokens
 from tests.support.extraction_replies import (
     by_message,
-    is_summary_request,
+    is_chat_summary_request,
     new_op,
     new_user_messages,
-    with_summaries,
+    with_chat_summaries,
 )
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
@@ -64,7 +64,7 @@ async def test_a_chat_is_extracted_in_batches_summarised_and_never_twice(
     service_factory, database_url: str  # type: ignore[no-untyped-def]
 ) -> None:
     threshold = sum(turn_tokens(text, reply) for text, reply in TURNS[:3])
-    with LLMStub(responder=with_summaries(by_message(RULES))) as llm:
+    with LLMStub(responder=with_chat_summaries(by_message(RULES))) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model",
                                MEMORY_BATCH_MESSAGES="5", MEMORY_BATCH_QUIET_S="3600",
                                MEMORY_CHAT_SUMMARY_TOKENS=str(threshold))
@@ -76,7 +76,7 @@ async def test_a_chat_is_extracted_in_batches_summarised_and_never_twice(
         _wait_for(database_url, "SELECT versions FROM chat_summaries", [(1,)])
         extraction = [[t for _, t in found] for r in llm.requests
                       if (found := new_user_messages(r))]
-        summaries = [r for r in llm.requests if is_summary_request(r)]
+        summaries = [r for r in llm.requests if is_chat_summary_request(r)]
         # the same chat handed over again under new message ids: nothing is processed twice
         replay = SavedChat(user=user, timestamp_s=TIMESTAMP, chat_id=chat.chat_id)
         for text, reply in TURNS[:3]:

@@ -12,10 +12,10 @@ import psycopg
 from service.core.batching import turn_tokens
 from tests.support.extraction_replies import (
     by_message,
-    is_summary_request,
+    is_chat_summary_request,
     new_op,
-    summary_lines,
-    with_summaries,
+    chat_summary_lines,
+    with_chat_summaries,
 )
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
@@ -51,7 +51,7 @@ def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60)
 
 
 def _summary_requests(llm: LLMStub) -> list[dict[str, Any]]:
-    return [r for r in llm.requests if is_summary_request(r)]
+    return [r for r in llm.requests if is_chat_summary_request(r)]
 
 
 def _block(live: LiveService, chat: dict[str, Any], message: str) -> str:
@@ -81,7 +81,7 @@ async def test_a_long_chat_keeps_a_rolling_summary_built_from_new_messages_only(
     tokens = [turn_tokens(line, REPLY) for line in LINES]
     threshold = max(sum(tokens[0:2]), sum(tokens[4:6])) + 1
     assert threshold <= min(sum(tokens[0:4]), sum(tokens[4:8]))
-    with LLMStub(responder=with_summaries(by_message({}))) as llm:
+    with LLMStub(responder=with_chat_summaries(by_message({}))) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m",
                                MEMORY_BATCH_MESSAGES="2", MEMORY_BATCH_QUIET_S="3600",
                                MEMORY_CHAT_SUMMARY_TOKENS=str(threshold))
@@ -99,10 +99,10 @@ async def test_a_long_chat_keeps_a_rolling_summary_built_from_new_messages_only(
         why = live.client.post("/v1/commands", json={"chat": CHAT, "command": "/memory why"})
         elsewhere = _block(live, {**CHAT, "chat_id": "other-chat"},
                            "When do we land in Lima and where is the hotel?")
-    assert [speaker_text for speaker_text in summary_lines(first)] == [
+    assert [speaker_text for speaker_text in chat_summary_lines(first)] == [
         line for i in range(4) for line in (("Ana", LINES[i]), ("assistant", REPLY))]
     assert "<chat_summary></chat_summary>" in first["messages"][-1]["content"]
-    assert [t for s, t in summary_lines(second) if s == "Ana"] == LINES[4:8]
+    assert [t for s, t in chat_summary_lines(second) if s == "Ana"] == LINES[4:8]
     assert f"<chat_summary>{_summary_text(0, 1, 2, 3)}</chat_summary>" in \
         second["messages"][-1]["content"]
     memories = await _scalar_rows(db_conn, (
@@ -128,7 +128,7 @@ async def test_a_long_chat_keeps_a_rolling_summary_built_from_new_messages_only(
 async def test_a_short_chat_gets_no_summary_and_keeps_no_texts_once_quiet(
     service_factory, db_conn: psycopg.AsyncConnection  # type: ignore[no-untyped-def]
 ) -> None:
-    with LLMStub(responder=with_summaries(by_message({}))) as llm:
+    with LLMStub(responder=with_chat_summaries(by_message({}))) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m",
                                MEMORY_BATCH_MESSAGES="100", MEMORY_BATCH_QUIET_S="2")
         _post(live, 0)
@@ -152,7 +152,7 @@ def test_a_quiet_chat_folds_what_its_summary_does_not_cover_yet(
     service_factory, database_url: str  # type: ignore[no-untyped-def]
 ) -> None:
     threshold = sum(turn_tokens(line, REPLY) for line in LINES[:2])
-    with LLMStub(responder=with_summaries(by_message({}))) as llm:
+    with LLMStub(responder=with_chat_summaries(by_message({}))) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m",
                                MEMORY_BATCH_MESSAGES="2", MEMORY_BATCH_QUIET_S="4",
                                MEMORY_CHAT_SUMMARY_TOKENS=str(threshold))
@@ -163,7 +163,7 @@ def test_a_quiet_chat_folds_what_its_summary_does_not_cover_yet(
         _wait_until(lambda: _versions(database_url) == 2, "summary of the quiet chat")
         last = _summary_requests(llm)[-1]
     assert len(_summary_requests(llm)) == 2
-    assert [t for s, t in summary_lines(last) if s == "Ana"] == [LINES[2]]
+    assert [t for s, t in chat_summary_lines(last) if s == "Ana"] == [LINES[2]]
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT turns_covered FROM chat_summaries").fetchall() == [(3,)]
 
@@ -172,7 +172,7 @@ def test_a_forgotten_summary_is_not_carried_into_the_next_version(
     service_factory, database_url: str  # type: ignore[no-untyped-def]
 ) -> None:
     threshold = sum(turn_tokens(line, REPLY) for line in LINES[:2])
-    with LLMStub(responder=with_summaries(by_message({}))) as llm:
+    with LLMStub(responder=with_chat_summaries(by_message({}))) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m",
                                MEMORY_BATCH_MESSAGES="2", MEMORY_BATCH_QUIET_S="3600",
                                MEMORY_CHAT_SUMMARY_TOKENS=str(threshold))
@@ -194,7 +194,7 @@ def test_forgetting_a_fact_the_summary_took_in_forgets_the_summary_too(
     """DESIGN §4: forgetting reaches summaries; the next version starts from new messages."""
     threshold = sum(turn_tokens(line, REPLY) for line in LINES[:2])
     rules = {"Peru": [new_op("User plans a trip to Peru in June")]}
-    with LLMStub(responder=with_summaries(by_message(rules))) as llm:
+    with LLMStub(responder=with_chat_summaries(by_message(rules))) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m",
                                MEMORY_BATCH_MESSAGES="2", MEMORY_BATCH_QUIET_S="3600",
                                MEMORY_CHAT_SUMMARY_TOKENS=str(threshold))

@@ -27,7 +27,7 @@ def new_user_messages(request: dict[str, Any]) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _NEW_MESSAGE_WITH_REF.finditer(_prompt(request))]
 
 
-def is_summary_request(request: dict[str, Any]) -> bool:
+def is_chat_summary_request(request: dict[str, Any]) -> bool:
     """True for a rolling chat summary request (`service/core/chat_summary.py`)."""
     return "<chat_summary>" in _prompt(request)
 
@@ -71,28 +71,28 @@ _PREVIOUS_SUMMARY = re.compile(r"<chat_summary>(.*?)</chat_summary>", re.DOTALL)
 _SUMMARY_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}\] ([^:\n]+): (.*)$", re.MULTILINE)
 
 
-def summary_lines(request: dict[str, Any]) -> list[tuple[str, str]]:
+def chat_summary_lines(request: dict[str, Any]) -> list[tuple[str, str]]:
     """(speaker, text) of the new messages of a rolling summary request, in order."""
     block = _prompt(request).split("<new_messages>", 1)[-1]
     return [(m.group(1), m.group(2)) for m in _SUMMARY_LINE.finditer(block)]
 
 
-def rolling_summary(request: dict[str, Any]) -> str:
+def chat_summary_answer(request: dict[str, Any]) -> str:
     """A summary answer: the summary so far, then "<speaker>: <text>." for each new user
     message (replies left out), so tests can see what each version was built from."""
     previous = _PREVIOUS_SUMMARY.search(_prompt(request))
     parts = [previous.group(1)] if previous and previous.group(1) else []
-    parts += [f"{speaker}: {text}" for speaker, text in summary_lines(request)
+    parts += [f"{speaker}: {text}" for speaker, text in chat_summary_lines(request)
               if speaker != "assistant"]
     return json.dumps({"summary": " ".join(parts)}, ensure_ascii=False)
 
 
-def with_summaries(
+def with_chat_summaries(
     extraction: Callable[[dict[str, Any]], str],
 ) -> Callable[[dict[str, Any]], str]:
-    """Answer summary requests with `rolling_summary` and the rest with `extraction`."""
+    """Answer summary requests with `chat_summary_answer` and the rest with `extraction`."""
 
     def respond(request: dict[str, Any]) -> str:
-        return rolling_summary(request) if is_summary_request(request) else extraction(request)
+        return chat_summary_answer(request) if is_chat_summary_request(request) else extraction(request)
 
     return respond
