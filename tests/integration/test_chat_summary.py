@@ -12,9 +12,9 @@ import psycopg
 from service.core.batching import turn_tokens
 from tests.support.extraction_replies import (
     by_message,
+    chat_summary_lines,
     is_chat_summary_request,
     new_op,
-    chat_summary_lines,
     with_chat_summaries,
 )
 from tests.support.live_service import LiveService
@@ -99,7 +99,7 @@ async def test_a_long_chat_keeps_a_rolling_summary_built_from_new_messages_only(
         why = live.client.post("/v1/commands", json={"chat": CHAT, "command": "/memory why"})
         elsewhere = _block(live, {**CHAT, "chat_id": "other-chat"},
                            "When do we land in Lima and where is the hotel?")
-    assert [speaker_text for speaker_text in chat_summary_lines(first)] == [
+    assert chat_summary_lines(first) == [
         line for i in range(4) for line in (("Ana", LINES[i]), ("assistant", REPLY))]
     assert "<chat_summary></chat_summary>" in first["messages"][-1]["content"]
     assert [t for s, t in chat_summary_lines(second) if s == "Ana"] == LINES[4:8]

@@ -78,8 +78,8 @@ def chat_summary_lines(request: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def chat_summary_answer(request: dict[str, Any]) -> str:
-    """A summary answer: the summary so far, then "<speaker>: <text>." for each new user
-    message (replies left out), so tests can see what each version was built from."""
+    """A summary answer: the summary so far, then "<speaker>: <text>" for each new user
+    message (replies left out), joined by spaces, so tests see what each version took in."""
     previous = _PREVIOUS_SUMMARY.search(_prompt(request))
     parts = [previous.group(1)] if previous and previous.group(1) else []
     parts += [f"{speaker}: {text}" for speaker, text in chat_summary_lines(request)
@@ -93,6 +93,8 @@ def with_chat_summaries(
     """Answer summary requests with `chat_summary_answer` and the rest with `extraction`."""
 
     def respond(request: dict[str, Any]) -> str:
-        return chat_summary_answer(request) if is_chat_summary_request(request) else extraction(request)
+        if is_chat_summary_request(request):
+            return chat_summary_answer(request)
+        return extraction(request)
 
     return respond

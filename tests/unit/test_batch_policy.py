@@ -85,7 +85,7 @@ def test_one_message_per_batch_is_extraction_per_turn() -> None:
     ("Remember that I'm allergic to peanuts.", True),
     ("I'm allergic to peanuts, please remember.", True),
     ("Can you remember that my sister is Jane?", True),
-    ("Don’t forget: the meeting moved to Friday.", True),
+    ("Don\u2019t forget: the meeting moved to Friday.", True),
     ("Keep in mind that I use a screen reader.", True),
     ("Save this to your memory: I drive a blue Fiat.", True),
     ("Merk dir bitte, dass ich Vegetarier bin.", True),
