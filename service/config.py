@@ -114,6 +114,9 @@ class Settings(BaseSettings):
         default=5, alias="MEMORY_EXTRACTION_ATTEMPTS", ge=1, le=20,
         description="Tries of an extraction job (LLM down) before its turn is marked failed.")
     # --- extraction batches and rolling chat summaries (seeds/000) ----------------------
+    # Tokens, messages and lookback are the founding guide's (seeds/000). The quiet period
+    # (longer than reading a reply and typing the next message) and the summary sizes (the
+    # summarizer's 600 characters) are ours.
     batch_tokens: int = Field(
         default=1000, alias="MEMORY_BATCH_TOKENS", ge=1, le=100_000,
         description="Extract a sender's waiting turns in a chat once their text reaches this "
@@ -135,7 +138,7 @@ class Settings(BaseSettings):
                     "gets a rolling summary (a Chat Memory), updated every this many tokens "
                     "and when the chat goes quiet; 0 = no summaries.")
     chat_summary_max_chars: int = Field(
-        default=800, alias="MEMORY_CHAT_SUMMARY_MAX_CHARS", ge=100, le=8000,
+        default=600, alias="MEMORY_CHAT_SUMMARY_MAX_CHARS", ge=100, le=8000,
         description="Longest rolling chat summary in characters.")
     worker_concurrency: int = Field(default=2, alias="MEMORY_WORKER_CONCURRENCY", ge=1, le=32,
                                     description="Extraction jobs run at once per worker.")
