@@ -28,9 +28,11 @@ test: $(STAMP) ## the whole test suite
 test-unit: $(STAMP) ## pure tests only (no database, network or model)
 	$(BIN)/python -m pytest tests/unit
 
-replay: $(STAMP) ## replay a LoCoMo conversation through the filter and the service
+replay: $(STAMP) ## replay a LoCoMo conversation through the filter and the service, batched and per turn
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.replay_locomo \
 		--data $(LOCOMO) --conversation $(CONVERSATION)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.replay_locomo \
+		--data $(LOCOMO) --conversation $(CONVERSATION) --extraction per-turn
 
 bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale (bench/results/)
 	$(BIN)/pip install -e ".[bench]"

@@ -60,12 +60,12 @@ def stated_fact(marker: str, n: int) -> str:
 
 
 def echo_facts(request: dict[str, Any]) -> str:
-    """LLM stand-in answer for load turns: the stated fact, as one memory."""
-    from tests.support.extraction_replies import new_op, new_user_message
+    """LLM stand-in answer for load turns: each new message's stated fact, as one memory."""
+    from tests.support.extraction_replies import new_op, new_user_messages
 
-    found = _STATED.search(new_user_message(request))
-    return json.dumps({"operations": [new_op(f"User said {found.group(1)}")]
-                       if found else []})
+    return json.dumps({"operations": [
+        {**new_op(f"User said {found.group(1)}"), "message": ref}
+        for ref, text in new_user_messages(request) if (found := _STATED.search(text))]})
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Replay one LoCoMo conversation through the memory filter and service, then ask its questions.
 
     python -m bench.replay_locomo --conversation 0                 # starts everything itself
+    python -m bench.replay_locomo --conversation 0 --extraction per-turn
     python -m bench.replay_locomo --conversation 0 --restart-after-turns 100
     python -m bench.replay_locomo --service-url URL --api-key KEY  # a service already running
 
@@ -10,17 +11,27 @@ speaker in turn is the Open WebUI user (`locomo-<sample_id>-<speaker>`) and the 
 plays the assistant; each session is one saved chat. Every user turn goes through the filter's
 inlet and outlet exactly as Open WebUI 0.12.4 calls them (`bench/chat_harness.py`).
 
-The responder plays a perfect extractor: asked to extract from a user message, it answers the
-LoCoMo `observation` facts due at that turn (`bench.locomo.assign_facts`) as NEW operations. So
-what is measured is the memory pipeline (storage, recall, ranking, budget), not an LLM.
+The responder plays a perfect extractor: asked to extract from a batch of user messages, it
+answers the LoCoMo `observation` facts due at each of those turns (`bench.locomo.assign_facts`)
+as NEW operations naming their message. So what is measured is the memory pipeline (batching,
+storage, recall, ranking, budget), not an LLM. Rolling chat summary requests get a short
+summary built from the new messages; they are counted apart.
+
+`--extraction batched` (default) runs the service with its default batch thresholds (5 user
+messages or 1,000 estimated tokens per batch, rolling summaries from 2,000 tokens) and a quiet
+period of `--quiet-s` seconds (default 10 instead of 300: the replay sends a session's turns
+back to back, so each session is one burst and its chat goes quiet after its last turn; a
+shorter period only shortens the wait). `--extraction per-turn` runs one extraction per turn
+and no summaries (MEMORY_BATCH_MESSAGES=1, MEMORY_CHAT_SUMMARY_TOKENS=0). Every LLM request
+the stub receives is counted by kind.
 
 Then every question of categories 1–4 goes through the inlet as a new saved chat of the speaker
 it is assigned to, dated one day after the last session. A question is a hit when the injected
 system text contains, verbatim, a fact whose cited turns intersect the question's evidence.
 
-Results: `bench/results/replay_locomo_conv<N>[_restart<K>].json` and `.md`; the Markdown table
-is also printed. The exit code is 1 when extraction did not drain, a turn was lost or a memory
-is stored twice.
+Results: `bench/results/replay_locomo_conv<N>[_per_turn][_summary<T>][_restart<K>].json` and
+`.md`; the Markdown table is also printed. The exit code is 1 when extraction did not drain, a
+turn was lost or a memory is stored twice.
 """
 
 from __future__ import annotations
@@ -84,7 +95,19 @@ __all__ = ["LocomoResponder", "main", "render_markdown", "user_id_for"]
 DEFAULT_OUT_DIR = REPO_ROOT / "bench" / "results"
 PLAIN_REPLY = "Okay."
 _NEW_USER_MESSAGE = re.compile(r"<new_user_message>(.*?)</new_user_message>", re.DOTALL)
+#: a new message of a batch: "[u2] 2023-05-08 (Monday)" then the quoted message
+_BATCH_MESSAGE = re.compile(
+    r"^\[(u\d+)\] (\d{4}-\d{2}-\d{2})[^\n]*\n<new_user_message>(.*?)</new_user_message>",
+    re.DOTALL | re.MULTILINE)
 _USER_NAME = re.compile(r"<user_name>(.*?)</user_name>", re.DOTALL)
+_SUMMARY_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}\] ([^:\n]+): (.*)$", re.MULTILINE)
+SUMMARY_ITEM_CHARS = 60
+SUMMARY_MAX_CHARS = 700
+EXTRACTION_MODES = {
+    # MEMORY_BATCH_QUIET_S is added from --quiet-s
+    "batched": {},
+    "per-turn": {"MEMORY_BATCH_MESSAGES": "1", "MEMORY_CHAT_SUMMARY_TOKENS": "0"},
+}
 
 
 def user_id_for(conversation_id: str, speaker: str) -> str:
@@ -110,25 +133,34 @@ class LocomoResponder:
 
     An extraction request is recognised by `<new_user_message>…</new_user_message>` in the last
     message that has it (the service's prompt, `service/core/extraction.py`); the user is named
-    in `<user_name>…</user_name>`. The turn is found by speaker and exact text and answered
-    `{"operations": [{"op": "NEW", "content": fact, "tags": [], "bank": "personal",
-    "confidence": 0.9}, …]}` with its facts, or `{"operations": []}`. Any other request gets
-    `PLAIN_REPLY`. Thread-safe: the stub calls it from several threads.
+    in `<user_name>…</user_name>`. Each new message of the batch (`[u<k>] <date>` above it) is
+    found by speaker, exact text and date, and the answer is
+    `{"operations": [{"op": "NEW", "message": "u<k>", "content": fact, "tags": [],
+    "bank": "personal", "confidence": 0.9}, …]}` with the facts of every message, or
+    `{"operations": []}`. A rolling chat summary request (`<chat_summary>`,
+    `service/core/chat_summary.py`) gets `{"summary": …}`: the summary so far and the start of
+    each new user message. Any other request gets `PLAIN_REPLY`. Thread-safe: the stub calls
+    it from several threads.
     """
 
     def __init__(self, plans: Iterable[ReplayPlan]) -> None:
         #: speaker → normalised user text → groups with that text, in replay order
         self._lookup: dict[str, dict[str, list[TurnGroup]]] = {}
         self._facts_at: dict[str, tuple[str, ...]] = {}
+        self._date_of: dict[str, str] = {}  #: group key → its session's date, "YYYY-MM-DD"
         for plan in plans:
             by_text = self._lookup.setdefault(plan.speaker, {})
+            for session in plan.sessions:
+                for group in session.groups:
+                    self._date_of[group.key] = f"{session.date:%Y-%m-%d}"
             for group in plan.groups:
                 by_text.setdefault(_normalized(group.user_text), []).append(group)
             for key, facts in plan.facts_at.items():
                 self._facts_at[key] = tuple(fact.text for fact in facts)
         self._served: set[str] = set()
         self._lock = threading.Lock()
-        self.counts: Counter[str] = Counter()  #: extraction / unmatched / facts_sent / other
+        #: extraction (requests) / extraction_messages / facts_sent / unmatched / summary / other
+        self.counts: Counter[str] = Counter()
         self.unmatched: list[str] = []  #: first texts that matched no turn (for diagnosis)
 
     def __call__(self, request: dict[str, Any]) -> str:
@@ -138,32 +170,58 @@ class LocomoResponder:
              if "<new_user_message>" in (text := _message_text(m.get("content")))),
             None,
         )
-        if prompt is None or (match := _NEW_USER_MESSAGE.search(prompt)) is None:
+        if prompt is None:
+            last = _message_text(messages[-1].get("content")) if messages else ""
+            if "<chat_summary>" in last:
+                return self._summary(last)
             with self._lock:
                 self.counts["other"] += 1
             return PLAIN_REPLY
         name_match = _USER_NAME.search(prompt)
         name = name_match.group(1).strip() if name_match else ""
-        facts = self._facts_for(name, _normalized(match.group(1)))
-        operations = [
-            {"op": "NEW", "content": fact, "tags": [], "bank": "personal", "confidence": 0.9}
-            for fact in facts or ()
-        ]
-        return json.dumps({"operations": operations}, ensure_ascii=False)
-
-    def _facts_for(self, name: str, text: str) -> tuple[str, ...] | None:
-        """Facts due at the turn with this speaker and text; None when no turn matches."""
+        batch: list[tuple[str | None, str | None, str]] = [
+            (m.group(1), m.group(2), m.group(3)) for m in _BATCH_MESSAGE.finditer(prompt)]
+        if not batch and (single := _NEW_USER_MESSAGE.search(prompt)) is not None:
+            batch = [(None, None, single.group(1))]
         with self._lock:
             self.counts["extraction"] += 1
+        operations = []
+        for ref, date, text in batch:
+            for fact in self._facts_for(name, _normalized(text), date) or ():
+                operation = {"op": "NEW", "content": fact, "tags": [], "bank": "personal",
+                             "confidence": 0.9}
+                operations.append({**operation, "message": ref} if ref else operation)
+        return json.dumps({"operations": operations}, ensure_ascii=False)
+
+    def _summary(self, prompt: str) -> str:
+        """A summary answer: the summary so far, then the start of each new user message."""
+        with self._lock:
+            self.counts["summary"] += 1
+        previous = prompt.split("<chat_summary>", 1)[1].split("</chat_summary>", 1)[0]
+        block = prompt.split("<new_messages>", 1)[-1]
+        items = [f"{speaker}: {text[:SUMMARY_ITEM_CHARS]}"
+                 for speaker, text in _SUMMARY_LINE.findall(block) if speaker != "assistant"]
+        summary = " | ".join(part for part in (previous, *items) if part)
+        return json.dumps({"summary": summary[-SUMMARY_MAX_CHARS:]}, ensure_ascii=False)
+
+    def _facts_for(self, name: str, text: str, date: str | None) -> tuple[str, ...] | None:
+        """Facts due at the turn with this speaker, text and date; None when no turn matches."""
+        with self._lock:
+            self.counts["extraction_messages"] += 1
             names = [name] if name in self._lookup else list(self._lookup)
             candidates = [g for n in names for g in self._lookup[n].get(text, [])]
+            if date is not None:
+                # batches of different chats are extracted out of replay order: the session's
+                # date tells repeated texts ("See you!") apart
+                candidates = [g for g in candidates if self._date_of.get(g.key) == date] \
+                    or candidates
             if not candidates:
                 self.counts["unmatched"] += 1
                 if len(self.unmatched) < 20:
                     self.unmatched.append(text[:200])
                 return None
-            # Repeated texts ("See you!") are served in replay order; a retried job after the
-            # last one gets the last one again.
+            # Repeated texts are served in replay order; a retried job after the last one gets
+            # the last one again.
             group = next((g for g in candidates if g.key not in self._served), candidates[-1])
             self._served.add(group.key)
             facts = self._facts_at.get(group.key, ())
@@ -378,7 +436,8 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines = [
         f"# LoCoMo replay: {results['conversation_id']} (conversation {results['conversation']})",
         "",
-        f"Mode: {results['mode']}; restart after turns: {results['restart_after_turns'] or '–'};"
+        f"Mode: {results['mode']}; extraction: {results.get('extraction_mode', '–')}; "
+        f"restart after turns: {results['restart_after_turns'] or '–'};"
         f" started {results['started_at']}.",
         "",
         "| category | n | hit share | relevant fact handed out |",
@@ -401,8 +460,14 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"{name} {s['memories_stored']}" for name, s in results["speakers"].items())
     restarts = "; ".join(f"SIGKILL after {r['after_turns']} turns, ready again in {r['ready_s']} s"
                          for r in results["restarts"]) or "none"
+    calls = results.get("llm_requests") or {}
+    extraction_calls = calls.get("extraction", 0)
     rows = [
         ("turns replayed", results["turns_replayed"]),
+        ("LLM calls: extraction / chat summary / other (core profiles)",
+         f"{extraction_calls} / {calls.get('summary', 0)} / {calls.get('other', 0)}"
+         + (f" ({calls.get('extraction_messages', 0) / extraction_calls:.2f} user messages per "
+            "extraction call)" if extraction_calls else "") if calls else "–"),
         ("turns accepted / done / failed",
          f"{results['turns_accepted']} / {results['turns_done']} / {results['turns_failed']}"),
         ("memories stored", f"{results['memories_stored']} ({memories})"),
@@ -431,6 +496,14 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--conversation", type=int, default=0, help="0-based index (default 0)")
     parser.add_argument("--service-url", help="use this running service instead of starting one")
     parser.add_argument("--api-key", help="MEMORY_API_KEY of --service-url")
+    parser.add_argument("--extraction", choices=sorted(EXTRACTION_MODES), default="batched",
+                        help="batched (the service's default thresholds) or per-turn "
+                             "(one extraction per turn, no chat summaries)")
+    parser.add_argument("--quiet-s", type=float, default=10.0,
+                        help="MEMORY_BATCH_QUIET_S of the started service (seconds, default 10)")
+    parser.add_argument("--chat-summary-tokens", type=int, default=None, metavar="N",
+                        help="MEMORY_CHAT_SUMMARY_TOKENS of the started service (default: the "
+                             "service's; LoCoMo's sessions stay below its 2,000)")
     parser.add_argument("--restart-after-turns", type=int, default=None, metavar="N",
                         help="SIGKILL and restart the service after N user turns")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR,
@@ -452,6 +525,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--restart-after-turns needs the service started by the replay")
     if args.restart_after_turns is not None and args.restart_after_turns < 1:
         parser.error("--restart-after-turns must be at least 1")
+    if args.service_url and args.chat_summary_tokens is not None:
+        parser.error("--chat-summary-tokens needs the service started by the replay")
+    if args.quiet_s <= 0:
+        parser.error("--quiet-s must be positive")
     return args
 
 
@@ -484,10 +561,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
                 api_key = secrets.token_urlsafe(24)
+                service_env = {"MEMORY_BATCH_QUIET_S": str(args.quiet_s),
+                               **EXTRACTION_MODES[args.extraction]}
+                if args.chat_summary_tokens is not None:
+                    service_env["MEMORY_CHAT_SUMMARY_TOKENS"] = str(args.chat_summary_tokens)
                 service = ServiceProcess(
                     state_dir=state_dir, port=free_port(), api_key=api_key,
                     llm_base_url=stub.base_url, llm_model=MODEL_ID,
-                    log_path=state_dir / "service.log")
+                    log_path=state_dir / "service.log", env=service_env)
                 stack.callback(_stop_service, service)
                 url = service.url
                 _progress(f"starting the memory service on {url} (state {state_dir})")
@@ -514,10 +595,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = os.path.relpath(args.data.resolve(), REPO_ROOT)
     results = {"benchmark": "locomo-replay", "conversation": args.conversation,
                "data": data, "mode": "external" if args.service_url else "spawned",
+               "extraction_mode": "external" if args.service_url else args.extraction,
+               "service_settings": {} if args.service_url else service_env,
                "service_url": url, "restart_after_turns": args.restart_after_turns,
                "started_at": started_at, **results}
     markdown = render_markdown(results)
     stem = f"replay_locomo_conv{args.conversation}"
+    if args.extraction == "per-turn" and not args.service_url:
+        stem += "_per_turn"
+    if args.chat_summary_tokens is not None and not args.service_url:
+        stem += f"_summary{args.chat_summary_tokens}"
     if args.restart_after_turns is not None:
         stem += f"_restart{args.restart_after_turns}"
     args.out.mkdir(parents=True, exist_ok=True)

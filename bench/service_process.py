@@ -56,11 +56,12 @@ class ServiceProcess:
         llm_base_url: `LLM_BASE_URL` (OpenAI-compatible, ending in `/v1`).
         llm_model: `LLM_MODEL`.
         log_path: stdout and stderr of every start are appended here.
+        env: further settings of the service (e.g. `{"MEMORY_BATCH_QUIET_S": "10"}`).
     """
 
     def __init__(
         self, *, state_dir: Path, port: int, api_key: str, llm_base_url: str,
-        llm_model: str, log_path: Path,
+        llm_model: str, log_path: Path, env: dict[str, str] | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.port = port
@@ -68,6 +69,7 @@ class ServiceProcess:
         self.llm_base_url = llm_base_url
         self.llm_model = llm_model
         self.log_path = log_path
+        self.env = dict(env or {})
         self._process: subprocess.Popen[bytes] | None = None
         self.starts = 0  #: how many times the process was started
 
@@ -89,6 +91,7 @@ class ServiceProcess:
             "LLM_MODEL": self.llm_model,
             "LLM_API_KEY": "x",
         })
+        env.update(self.env)
         return env
 
     def start(self) -> None:

@@ -258,9 +258,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
         api_key = secrets.token_urlsafe(24)
+        # a session's turns come back to back: its chat is quiet after 10 s (as in the replay)
         service = ServiceProcess(state_dir=state_dir, port=free_port(), api_key=api_key,
                                  llm_base_url=stub.base_url, llm_model=MODEL_ID,
-                                 log_path=state_dir / "service.log")
+                                 log_path=state_dir / "service.log",
+                                 env={"MEMORY_BATCH_QUIET_S": "10"})
         stack.callback(_stop, service)
         _progress(f"starting the memory service on {service.url} (state {state_dir})")
         service.start()

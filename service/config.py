@@ -114,6 +114,33 @@ class Settings(BaseSettings):
     extraction_max_attempts: int = Field(
         default=5, alias="MEMORY_EXTRACTION_ATTEMPTS", ge=1, le=20,
         description="Tries of an extraction job (LLM down) before its turn is marked failed.")
+    # --- extraction batches and rolling chat summaries (seeds/000) ----------------------
+    # Tokens, messages and lookback are the founding guide's (seeds/000). The quiet period
+    # (longer than reading a reply and typing the next message) and the summary sizes (the
+    # summarizer's 600 characters) are ours.
+    batch_tokens: int = Field(
+        default=1000, alias="MEMORY_BATCH_TOKENS", ge=1, le=100_000,
+        description="Extract a sender's waiting turns in a chat once their text reaches this "
+                    "many estimated tokens (user messages and replies, estimate × 1.10).")
+    batch_messages: int = Field(
+        default=5, alias="MEMORY_BATCH_MESSAGES", ge=1, le=100,
+        description="…or once this many user messages wait (1 = one extraction per turn).")
+    batch_quiet_s: float = Field(
+        default=300.0, alias="MEMORY_BATCH_QUIET_S", gt=0, le=86_400,
+        description="…or once the sender has written nothing in the chat for this many "
+                    "seconds (a job scheduled in the queue, so it survives restarts).")
+    batch_lookback_turns: int = Field(
+        default=0, alias="MEMORY_BATCH_LOOKBACK_TURNS", ge=0, le=50,
+        description="Newest turns of an active chat left out of a batch while they may still "
+                    "change; a quiet chat or a 'remember that …' request takes them too.")
+    chat_summary_tokens: int = Field(
+        default=2000, alias="MEMORY_CHAT_SUMMARY_TOKENS", ge=0, le=100_000,
+        description="A chat becomes long at this many estimated tokens of handed-over text and "
+                    "gets a rolling summary (a Chat Memory), updated every this many tokens "
+                    "and when the chat goes quiet; 0 = no summaries.")
+    chat_summary_max_chars: int = Field(
+        default=600, alias="MEMORY_CHAT_SUMMARY_MAX_CHARS", ge=100, le=8000,
+        description="Longest rolling chat summary in characters.")
     worker_concurrency: int = Field(default=2, alias="MEMORY_WORKER_CONCURRENCY", ge=1, le=32,
                                     description="Extraction jobs run at once per worker.")
     run_workers: bool = Field(

@@ -48,3 +48,7 @@ class DatabaseUnavailable(MemoryServiceError):
 
 class SummaryOutputInvalid(ExtractionOutputInvalid):
     """The LLM's summary of a memory cluster is not valid, even after repair."""
+
+
+class ChatSummaryInvalid(ExtractionOutputInvalid):
+    """The LLM's rolling summary of a chat is not valid, even after repair."""

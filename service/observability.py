@@ -9,7 +9,8 @@ Metrics (text format at `GET /metrics`, bearer key required like every `/v1` cal
   `invalid_output`, `gave_up`
 - `extraction_parse_failures_total`: turns whose LLM answer stayed invalid after the repair
 - `turns{status}` (gauge): ledger rows per status (`queued`, `done`, `failed`)
-- `job_queue_depth{queue, status}` (gauge): jobs waiting (`todo`) or running (`doing`)
+- `job_queue_depth{queue, status}` (gauge): jobs waiting (`todo`), running (`doing`) or due
+  later (`scheduled`, e.g. the quiet checks of recent turns)
 - `memories_without_vector` (gauge): memories waiting for a (re-)embedding
 - `database_up` (gauge): 1 when the scrape could read the database
 - `embedding_cache_hits_total`, `embedding_cache_misses_total`: query-embedding LRU cache
@@ -140,7 +141,8 @@ class _RuntimeCollector(Collector):
         for status, n in sorted(s.turns.items()):
             turns.add_metric([status], n)
         yield turns
-        jobs = GaugeMetricFamily("job_queue_depth", "Jobs waiting (todo) or running (doing).",
+        jobs = GaugeMetricFamily("job_queue_depth",
+                                 "Jobs waiting (todo), running (doing) or due later (scheduled).",
                                  labels=["queue", "status"])
         for (queue, status), n in sorted(s.jobs.items()):
             jobs.add_metric([queue, status], n)
@@ -193,7 +195,8 @@ async def read_state(rt: Runtime, state: ScrapeState) -> None:
                                                               model=rt.encoder.model_name)
         # every queue of a registered task is shown, at 0 when empty
         queues = {str(task.queue) for task in rt.jobs.tasks.values()}
-        state.jobs = {(q, st): found.get((q, st), 0) for q in queues for st in ("todo", "doing")}
+        state.jobs = {(q, st): found.get((q, st), 0) for q in queues
+                      for st in ("todo", "doing", "scheduled")}
         state.jobs.update(found)
         state.database_up = 1
     except Exception:  # a scrape must answer while the database is away

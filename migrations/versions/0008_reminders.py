@@ -5,7 +5,7 @@ One row per reminder a user asked for. A reminder fires once: the inlet marks it
 Cancelling keeps a content-free row, so a regenerated reply cannot set it again.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-12-03
 """
 
@@ -16,7 +16,7 @@ from alembic import op
 from pgvector.sqlalchemy import Vector
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

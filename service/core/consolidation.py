@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from service.core import safety
-from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
+from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
 from service.errors import SummaryOutputInvalid
 
 __all__ = [
@@ -253,7 +253,7 @@ def _age_days(memory: Memory, now: datetime) -> float:
 
 def _eligible(entry: Entry, *, now: datetime, params: ConsolidationParams, age_gate: bool) -> bool:
     m = entry.memory
-    return (m.status is Status.ACTIVE and m.source_kind is not SourceKind.SUMMARY
+    return (m.status is Status.ACTIVE and not m.source_kind.is_summary
             and not entry.pinned and entry.vector is not None
             and (not age_gate or _age_days(m, now) >= params.age_days))
 
@@ -404,10 +404,10 @@ def prune_order(entries: Iterable[Entry], *, now: datetime, params: Consolidatio
         return m.confidence * 0.5 ** (days / params.half_life_days)
 
     def fifo_key(m: Memory) -> tuple[bool, datetime, int]:
-        return (m.source_kind is SourceKind.SUMMARY, m.created_at, m.seq)
+        return (m.source_kind.is_summary, m.created_at, m.seq)
 
     def relevance_key(m: Memory) -> tuple[bool, float, int]:
-        return (m.source_kind is SourceKind.SUMMARY, relevance(m), m.seq)
+        return (m.source_kind.is_summary, relevance(m), m.seq)
 
     memories = [e.memory for e in entries]
     if params.prune_strategy is PruneStrategy.LEAST_RELEVANT:

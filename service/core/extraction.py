@@ -1,13 +1,16 @@
 """The extraction contract with the LLM: prompt, answer schema and validation (DESIGN §5).
 
-The LLM answers one JSON object `{"operations": [{op, ref, content, tags, bank, confidence}]}`.
-A top-level object (not an array) works with JSON mode and strict schemas alike (case 6).
+One request carries a batch of new user messages of one sender (`service/core/batching.py`),
+each with a short ref (`u1`, `u2`, …). The LLM answers one JSON object
+`{"operations": [{op, ref, message, content, tags, bank, confidence}]}`, where `message` names
+the new message a fact comes from. A top-level object (not an array) works with JSON mode and
+strict schemas alike (case 6).
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -41,6 +44,7 @@ class Operation:
     tags: tuple[str, ...]  #: known categories only
     bank: Bank  #: target bank
     confidence: float  #: 0..1
+    message: str | None = None  #: ref of the new message it comes from; None = the last one
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +54,16 @@ class TurnText:
     user_message: str  #: the new user message
     assistant_message: str | None  #: the reply to it
     history: Sequence[tuple[str, str]]  #: earlier (role, text) pairs, oldest first
+    occurred_at: datetime | None = None  #: when the user wrote it (None = unknown)
+
+
+def message_ref(index: int) -> str:
+    """Short ref of the `index`-th (0-based) new message of a batch: "u1", "u2", …"""
+    return f"u{index + 1}"
 
 
 SYSTEM_PROMPT = """You maintain a long-term memory about one user of a chat assistant.
-From the NEW USER MESSAGE, extract durable facts about the user that will still be useful in
+From the NEW USER MESSAGES, extract durable facts about the user that will still be useful in
 future conversations: identity, preferences, goals, relationships, habits and behaviour,
 possessions, and facts about their projects. Follow these rules:
 - Only facts the user stated or clearly implied about themselves. Never store what the
@@ -72,43 +82,54 @@ possessions, and facts about their projects. Follow these rules:
   drafting a wedding speech for Sam and Ari"). Use only the banks listed as allowed.
 - tags: any of identity, preference, goal, relationship, behavior, possession.
 - confidence: 0..1, how sure you are the fact is true and lasting.
+- message: the ref of the new message the fact comes from (u1, u2, …); later messages
+  win over earlier ones when they disagree.
 Answer with ONE JSON object and nothing else:
-{"operations": [{"op": "NEW|UPDATE|DELETE|NONE", "ref": null, "content": "...",
-  "tags": ["preference"], "bank": "personal", "confidence": 0.9}]}
+{"operations": [{"op": "NEW|UPDATE|DELETE|NONE", "ref": null, "message": "u1",
+  "content": "...", "tags": ["preference"], "bank": "personal", "confidence": 0.9}]}
 Answer {"operations": []} when there is nothing worth remembering."""
 
 
 def build_messages(
     *,
-    turn: TurnText,
+    turns: Sequence[TurnText],
     user_name: str | None,
     now: datetime,
     neighbours: Sequence[tuple[str, Memory]],
     allowed_banks: Sequence[Bank],
 ) -> list[dict[str, str]]:
-    """Chat messages for the extraction call.
+    """Chat messages for the extraction call of one batch.
+
+    Each new message is quoted as `<new_user_message>…</new_user_message>` under a line
+    `[u<k>] <date>`, followed by the reply to it as `<assistant_reply>…</assistant_reply>`.
 
     Args:
-        turn: the turn's text.
-        user_name: the user's display name, if known.
-        now: the turn's time (used to make dates absolute).
+        turns: the batch, oldest first (at least one); the first turn's history is shown
+            as earlier context.
+        user_name: the sender's display name, if known.
+        now: the time of the newest message (used to make dates absolute).
         neighbours: (short ref, memory) pairs of existing memories the LLM may change.
         allowed_banks: banks this chat may write (DESIGN §3).
     """
     existing = "\n".join(
         f"[{ref}] ({m.bank.value}; {m.created_at:%Y-%m-%d}) {m.content}" for ref, m in neighbours
     ) or "(none)"
-    history = "\n".join(f"{role}: {text}" for role, text in turn.history) or "(none)"
+    history = "\n".join(f"{role}: {text}" for role, text in turns[0].history) or "(none)"
     banks = ", ".join(b.value for b in allowed_banks)
+    new_messages = "\n\n".join(
+        f"[{message_ref(i)}] {(turn.occurred_at or now):%Y-%m-%d (%A)}\n"
+        f"<new_user_message>{turn.user_message}</new_user_message>\n"
+        f"ASSISTANT REPLY (context only, never a fact about the user):\n"
+        f"<assistant_reply>{turn.assistant_message or ''}</assistant_reply>"
+        for i, turn in enumerate(turns)
+    )
     user = (
         f"Current date: {now:%Y-%m-%d (%A)}\n"
         f"<user_name>{user_name or 'the user'}</user_name>\n"
         f"Banks you may use: {banks}\n\n"
         f"EXISTING MEMORIES:\n{existing}\n\n"
         f"EARLIER MESSAGES (context only):\n{history}\n\n"
-        f"NEW USER MESSAGE:\n<new_user_message>{turn.user_message}</new_user_message>\n\n"
-        f"ASSISTANT REPLY (context only, never a fact about the user):\n"
-        f"<assistant_reply>{turn.assistant_message or ''}</assistant_reply>"
+        f"NEW USER MESSAGES ({len(turns)}):\n{new_messages}"
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
@@ -120,17 +141,20 @@ REPAIR_PROMPT = (
 
 
 def parse_operations(
-    data: Any, *, refs: Mapping[str, Memory], allowed_banks: Sequence[Bank]
+    data: Any, *, refs: Mapping[str, Memory], allowed_banks: Sequence[Bank],
+    message_refs: Collection[str] = (),
 ) -> list[Operation]:
     """Validate the LLM's decoded answer into operations.
 
     Individual operations that are malformed, reference a memory that was not shown, or
-    target a bank this chat may not write are dropped; the rest are kept.
+    target a bank this chat may not write are dropped; the rest are kept. A `message` that
+    names no new message of the batch becomes None (the caller attributes it to the last).
 
     Args:
         data: the decoded JSON (dict expected; a bare list of operations is accepted).
         refs: short ref → memory that was shown to the LLM.
         allowed_banks: banks this chat may write; the first is the default.
+        message_refs: refs of the batch's new messages ("u1", …).
 
     Raises:
         ExtractionOutputInvalid: when `data` has no operations list at all.
@@ -145,14 +169,16 @@ def parse_operations(
         raise ExtractionOutputInvalid("the answer has no 'operations' list")
     operations: list[Operation] = []
     for item in items:
-        op = _parse_one(item, refs=refs, allowed_banks=allowed_banks)
+        op = _parse_one(item, refs=refs, allowed_banks=allowed_banks,
+                        message_refs=message_refs)
         if op is not None:
             operations.append(op)
     return operations
 
 
 def _parse_one(
-    item: Any, *, refs: Mapping[str, Memory], allowed_banks: Sequence[Bank]
+    item: Any, *, refs: Mapping[str, Memory], allowed_banks: Sequence[Bank],
+    message_refs: Collection[str],
 ) -> Operation | None:
     if not isinstance(item, dict) or not allowed_banks:
         return None
@@ -190,7 +216,9 @@ def _parse_one(
     except (TypeError, ValueError):
         confidence = 0.8
     confidence = min(max(confidence, 0.0), 1.0)
-    return Operation(op=op, ref=ref, content=content, tags=tags, bank=bank, confidence=confidence)
+    message = str(item.get("message") or "").strip().strip("[]").lower() or None
+    return Operation(op=op, ref=ref, content=content, tags=tags, bank=bank, confidence=confidence,
+                     message=message if message in message_refs else None)
 
 
 def _parse_bank(raw: Any, allowed_banks: Sequence[Bank]) -> Bank | None:

@@ -79,6 +79,12 @@ class SourceKind(StrEnum):
     EXTRACTION = "extraction"  #: extracted by the LLM from a chat turn
     MANUAL = "manual"  #: added or edited by the user
     SUMMARY = "summary"  #: written by the consolidation summarizer
+    CHAT_SUMMARY = "chat_summary"  #: the rolling summary of one chat (Chat Memory)
+
+    @property
+    def is_summary(self) -> bool:
+        """Written by a summarizer (never merged again, pruned last)."""
+        return self in (SourceKind.SUMMARY, SourceKind.CHAT_SUMMARY)
 
 
 class ChatKind(StrEnum):

@@ -342,6 +342,7 @@ _PROVENANCE = {
     SourceKind.EXTRACTION: "learned from a chat",
     SourceKind.MANUAL: "added by hand",
     SourceKind.SUMMARY: "summary of older memories",
+    SourceKind.CHAT_SUMMARY: "summary of this chat",
 }
 
 _HANDLERS = {

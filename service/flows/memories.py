@@ -12,6 +12,7 @@ import numpy as np
 from service.core import safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
+from service.flows import chat_summary
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
@@ -178,6 +179,8 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
         return 0
     scope = ReadScope(tuple(Scope(OwnerKind.CHAT, c, Bank.CHAT) for c in chat_ids))
     async with rt.db.unit_of_work() as session:
+        # texts kept for the chats' summaries go now, so no summary is written for a gone chat
+        await chat_summary.erase_uncovered(session, chat_ids=chat_ids)
         rows = await memories.export_rows(session, scope=scope)
     count = 0
     for memory in rows:
@@ -242,6 +245,11 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         if found is None:
             raise MemoryNotFound(f"no memory {memory_id} for this user")
         chain = await memories.history_chain(session, memory_id=memory_id)
+        versions = [m for i in chain if (m := await memories.get(
+            session, scope=scope, memory_id=i,
+            statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED))) is not None]
+        # So does the rolling summary of a chat that took in the memory's message.
+        chain += await chat_summary.withdraw_for_forgotten(session, forgotten=versions)
         # A summary that repeats a forgotten memory goes too; its other sources come back.
         for source in list(chain):
             for summary in await consolidation_store.summaries_containing(

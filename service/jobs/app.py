@@ -14,9 +14,10 @@ import procrastinate
 
 from service.core.profile import ProfileView
 from service.flows import extraction, profile
+from service.flows.extraction import RunMode
 from service.flows.profile import PROFILE_QUEUE, PROFILE_TASK
 from service.flows.runtime import Runtime
-from service.flows.turns import EXTRACT_TASK, EXTRACTION_QUEUE
+from service.flows.turns import EXTRACT_TASK, EXTRACTION_QUEUE, QUIET_TASK
 from service.jobs import consolidation as consolidation_jobs
 from service.jobs import reembed as reembed_jobs
 from service.jobs import supervision
@@ -38,20 +39,31 @@ def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
     """
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
 
-    @app.task(name=EXTRACT_TASK, queue=EXTRACTION_QUEUE, pass_context=True,
-              retry=procrastinate.RetryStrategy(max_attempts=max_attempts, exponential_wait=2))
-    async def extract_turn(context: procrastinate.JobContext, turn_id: int) -> None:
+    retry = procrastinate.RetryStrategy(max_attempts=max_attempts, exponential_wait=2)
+
+    async def extract(context: procrastinate.JobContext, turn_id: int, mode: RunMode) -> None:
         rt: Runtime = context.additional_context["runtime"]
         attempts = context.job.attempts if context.job else 0
         try:
-            outcome = await extraction.run_extraction(rt, turn_id=turn_id)
+            outcome = await extraction.run_extraction(rt, turn_id=turn_id, mode=mode)
         except Exception as exc:
             if attempts + 1 >= max_attempts:
                 await extraction.mark_turn_failed(rt, turn_id=turn_id, error=str(exc))
             raise
-        log.info("turn %s: %s (%s written)", turn_id, outcome.status, outcome.written)
+        log.info("turn %s (%s): %s, %s turns in %s batches, %s written", turn_id, mode.value,
+                 outcome.status, outcome.turns, outcome.batches, outcome.written)
         if outcome.written:
             await profile.request_refresh(rt, user_id=outcome.user_id)
+
+    @app.task(name=EXTRACT_TASK, queue=EXTRACTION_QUEUE, pass_context=True, retry=retry)
+    async def extract_turn(context: procrastinate.JobContext, turn_id: int,
+                           due_only: bool = False) -> None:
+        # jobs queued before batching carry no due_only: they extract their turn now
+        await extract(context, turn_id, RunMode.DUE if due_only else RunMode.FLUSH)
+
+    @app.task(name=QUIET_TASK, queue=EXTRACTION_QUEUE, pass_context=True, retry=retry)
+    async def extract_quiet_chat(context: procrastinate.JobContext, turn_id: int) -> None:
+        await extract(context, turn_id, RunMode.QUIET)
 
     @app.task(name=PROFILE_TASK, queue=PROFILE_QUEUE, pass_context=True,
               retry=procrastinate.RetryStrategy(max_attempts=3, exponential_wait=4))
@@ -60,7 +72,7 @@ def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
         result = await profile.refresh_profile(rt, user_id=user_id, view=ProfileView(view))
         log.info("profile %s/%s: %s", user_id, view, result)
 
-    del extract_turn, refresh_profile
+    del extract_turn, extract_quiet_chat, refresh_profile
     consolidation_jobs.register(app)
     reembed_jobs.register(app)
     return app

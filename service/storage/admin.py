@@ -109,10 +109,12 @@ async def requeue_failed(session: AsyncSession, *, turn_id: int) -> tuple[Requeu
 
 
 async def job_counts(session: AsyncSession) -> dict[tuple[str, str], int]:
-    """(queue, status) → jobs waiting (`todo`) or running (`doing`) in the job queue."""
+    """(queue, status) → jobs waiting (`todo`), running (`doing`) or due later
+    (`scheduled`: the quiet checks of recent turns) in the job queue."""
     rows = await session.execute(text(
-        "SELECT queue_name, status::text, count(*) FROM procrastinate_jobs "
-        "WHERE status IN ('todo', 'doing') GROUP BY queue_name, status"))
+        "SELECT queue_name, CASE WHEN status = 'todo' AND scheduled_at > now() "
+        "THEN 'scheduled' ELSE status::text END AS state, count(*) FROM procrastinate_jobs "
+        "WHERE status IN ('todo', 'doing') GROUP BY queue_name, state"))
     return {(str(q), str(s)): int(n) for q, s, n in rows.all()}
 
 

@@ -58,7 +58,7 @@ async def owners_due(
     stmt = (
         select(MemoryRow.owner_kind, MemoryRow.owner_id)
         .where(MemoryRow.status == Status.ACTIVE.value,
-               MemoryRow.source_kind != SourceKind.SUMMARY.value,
+               MemoryRow.source_kind.notin_([k.value for k in SourceKind if k.is_summary]),
                MemoryRow.created_at <= stated_before)
         .group_by(MemoryRow.owner_kind, MemoryRow.owner_id)
         .order_by(MemoryRow.owner_kind, MemoryRow.owner_id)

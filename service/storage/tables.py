@@ -115,8 +115,33 @@ class TurnRow(Base):
     memories_written: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: SHA-256 hex of the user message within its chat (core.batching.message_hash); NULL for
+    #: turns accepted before migration 0007
+    message_hash: Mapped[str | None] = mapped_column(String(64))
+    #: estimated tokens of the user message and reply, with the batching safety margin
+    estimated_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
 
-    __table_args__ = (UniqueConstraint("chat_id", "user_message_id"),)
+    __table_args__ = (
+        UniqueConstraint("chat_id", "user_message_id"),
+        # the same message handed over under another id is a duplicate, not a new turn
+        UniqueConstraint("chat_id", "message_hash"),
+    )
+
+
+class ChatSummaryRow(Base):
+    """Where the rolling summary of one chat stands: its memory and the last message it covers."""
+
+    __tablename__ = "chat_summaries"
+
+    chat_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    #: the current version: a Chat Memory with source_kind 'chat_summary'
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    #: message_hash of the last turn the summary covers
+    last_message_hash: Mapped[str] = mapped_column(String(64))
+    last_turn_id: Mapped[int] = mapped_column(BigInteger)
+    turns_covered: Mapped[int] = mapped_column(Integer)
+    versions: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class UserSettingsRow(Base):

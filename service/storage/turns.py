@@ -1,4 +1,10 @@
-"""The turn ledger: one row per (chat, user message), the idempotency key of extraction."""
+"""The turn ledger: one row per (chat, user message), the idempotency key of extraction.
+
+A turn is also unique by its message hash within the chat, so the same message handed over
+under another id is a duplicate. Turns wait as `queued` until their batch is extracted
+(`service/core/batching.py`); a done turn keeps its texts only while the chat's rolling
+summary does not cover them yet (`service/core/chat_summary.py`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, literal_column, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -31,27 +37,101 @@ class Turn:
     user_message_id: str  #: user message of the turn
     user_id: str  #: sender
     status: TurnStatus  #: queued, done or failed
-    payload: dict[str, Any]  #: chat context and texts (texts erased when done)
+    payload: dict[str, Any]  #: chat context and texts (texts erased once no longer needed)
+    message_hash: str | None = None  #: identity of the user message in its chat
+    estimated_tokens: int = 0  #: estimated tokens of its texts (batching margin included)
 
 
 def _to_turn(row: TurnRow) -> Turn:
     return Turn(row.id, row.chat_id, row.user_message_id, row.user_id, TurnStatus(row.status),
-                dict(row.payload))
+                dict(row.payload), row.message_hash, row.estimated_tokens)
 
 
 async def accept(
     session: AsyncSession, *, chat_id: str, user_message_id: str, user_id: str,
-    payload: dict[str, Any],
+    payload: dict[str, Any], message_hash: str | None = None, estimated_tokens: int = 0,
 ) -> int | None:
-    """Record a turn; returns its id, or None when this (chat, message) was seen before."""
+    """Record a turn; returns its id, or None when this (chat, message id) or this
+    (chat, message hash) was seen before."""
     stmt = (
         pg_insert(TurnRow)
         .values(chat_id=chat_id, user_message_id=user_message_id, user_id=user_id,
-                status=TurnStatus.QUEUED.value, payload=payload)
-        .on_conflict_do_nothing(index_elements=["chat_id", "user_message_id"])
+                status=TurnStatus.QUEUED.value, payload=payload, message_hash=message_hash,
+                estimated_tokens=estimated_tokens)
+        .on_conflict_do_nothing()  # either unique key: message id or message hash
         .returning(TurnRow.id)
     )
     return (await session.execute(stmt)).scalar()
+
+
+async def get(session: AsyncSession, *, turn_id: int) -> Turn | None:
+    """The turn, without a lock."""
+    row = (await session.execute(select(TurnRow).where(TurnRow.id == turn_id))).scalar()
+    return _to_turn(row) if row else None
+
+
+async def id_of(session: AsyncSession, *, chat_id: str, user_message_id: str) -> int | None:
+    """Ledger id of the turn of this chat and user message, if it was handed over."""
+    return (await session.execute(
+        select(TurnRow.id).where(TurnRow.chat_id == chat_id,
+                                 TurnRow.user_message_id == user_message_id))).scalar()
+
+
+async def pending(
+    session: AsyncSession, *, chat_id: str, user_id: str, up_to: int | None = None,
+    lock: bool = False,
+) -> list[Turn]:
+    """One sender's queued turns in one chat, oldest first.
+
+    Args:
+        up_to: only turns with an id up to this one (None: all).
+        lock: row-lock them until the unit of work ends (the batch that extracts them).
+    """
+    stmt = (select(TurnRow)
+            .where(TurnRow.chat_id == chat_id, TurnRow.user_id == user_id,
+                   TurnRow.status == TurnStatus.QUEUED.value)
+            .order_by(TurnRow.id))
+    if up_to is not None:
+        stmt = stmt.where(TurnRow.id <= up_to)
+    if lock:
+        stmt = stmt.with_for_update()
+    return [_to_turn(r) for r in (await session.execute(stmt)).scalars()]
+
+
+async def newer_recent(
+    session: AsyncSession, *, chat_id: str, turn_id: int, within_s: float,
+    user_id: str | None = None,
+) -> bool:
+    """True when the chat has a turn accepted after `turn_id` and less than `within_s`
+    seconds ago (database clock), by `user_id` when given.
+
+    Such a turn's own quiet check is still to come; an older one's has run already.
+    """
+    stmt = select(TurnRow.id).where(
+        TurnRow.chat_id == chat_id, TurnRow.id > turn_id,
+        TurnRow.created_at > func.now() - func.make_interval(0, 0, 0, 0, 0, 0, within_s))
+    if user_id is not None:
+        stmt = stmt.where(TurnRow.user_id == user_id)
+    return (await session.execute(stmt.limit(1))).first() is not None
+
+
+async def uncovered(session: AsyncSession, *, chat_id: str) -> list[Turn]:
+    """Done turns of a chat that still keep their texts for the rolling summary, oldest
+    first, row-locked until the unit of work ends."""
+    stmt = (select(TurnRow)
+            .where(TurnRow.chat_id == chat_id, TurnRow.status == TurnStatus.DONE.value,
+                   TurnRow.payload.has_key("texts"))
+            .order_by(TurnRow.id).with_for_update())
+    return [_to_turn(r) for r in (await session.execute(stmt)).scalars()]
+
+
+async def erase_texts(session: AsyncSession, *, turn_ids: list[int]) -> None:
+    """Remove the message texts of done turns (only the ledger key stays)."""
+    if turn_ids:
+        await session.execute(
+            update(TurnRow)
+            .where(TurnRow.id.in_(turn_ids), TurnRow.status == TurnStatus.DONE.value)
+            .values(payload=TurnRow.payload.op("-")("texts")))
 
 
 async def lock_sender(session: AsyncSession, *, user_id: str) -> None:
@@ -75,16 +155,22 @@ async def get_for_update(session: AsyncSession, *, turn_id: int) -> Turn | None:
 
 async def finish(
     session: AsyncSession, *, turn_id: int, status: TurnStatus, memories_written: int = 0,
-    error: str | None = None,
+    error: str | None = None, keep_texts: bool = False,
 ) -> None:
-    """Close a turn. A done turn's message texts are erased (only the ledger key stays); a
-    failed one keeps them, already redacted of secrets, until it is retried."""
+    """Close a turn. A done turn's message texts are erased (only the ledger key stays)
+    unless `keep_texts` (the chat's rolling summary has yet to cover them: then only the
+    user message and the reply stay, not the earlier messages sent with them); a failed one
+    keeps them, already redacted of secrets, until it is retried."""
+    if status is not TurnStatus.DONE:
+        payload: Any = TurnRow.payload
+    elif keep_texts:
+        payload = TurnRow.payload.op("#-")(literal_column("'{texts,history}'"))
+    else:
+        payload = TurnRow.payload.op("-")("texts")
     await session.execute(
         update(TurnRow).where(TurnRow.id == turn_id).values(
             status=status.value, memories_written=memories_written, error=error,
-            finished_at=datetime.now(UTC),
-            payload=(TurnRow.payload.op("-")("texts") if status is TurnStatus.DONE
-                     else TurnRow.payload),
+            finished_at=datetime.now(UTC), payload=payload,
         )
     )
 
@@ -96,9 +182,12 @@ async def chat_ids_of(session: AsyncSession, *, user_id: str) -> list[str]:
 
 
 async def waiting(session: AsyncSession) -> list[tuple[int, str]]:
-    """(turn id, sender id) of turns still waiting for extraction, oldest first."""
-    stmt = (select(TurnRow.id, TurnRow.user_id)
-            .where(TurnRow.status == TurnStatus.QUEUED.value).order_by(TurnRow.id))
+    """(newest turn id, sender id) per chat and sender with turns still waiting for
+    extraction, oldest first."""
+    newest = func.max(TurnRow.id)
+    stmt = (select(newest, TurnRow.user_id)
+            .where(TurnRow.status == TurnStatus.QUEUED.value)
+            .group_by(TurnRow.chat_id, TurnRow.user_id).order_by(newest))
     return [(int(i), str(u)) for i, u in (await session.execute(stmt)).all()]
 
 

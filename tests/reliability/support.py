@@ -23,7 +23,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.extraction_replies import new_op, new_user_message
+from tests.support.extraction_replies import new_op, new_user_messages
 from tests.support.live_service import LiveService
 
 FACT = re.compile(r"\b(fact-[a-z0-9-]+)\b")
@@ -45,9 +45,9 @@ def record_figures(name: str, figures: dict[str, Any]) -> None:
 
 
 def echo_fact(request: dict[str, Any]) -> str:
-    """Extraction answer naming the `fact-…` token of the new user message as one memory."""
-    found = FACT.search(new_user_message(request))
-    ops = [new_op(f"User mentioned {found.group(1)}")] if found else []
+    """Extraction answer naming the `fact-…` token of each new user message as one memory."""
+    ops = [{**new_op(f"User mentioned {found.group(1)}"), "message": ref}
+           for ref, text in new_user_messages(request) if (found := FACT.search(text))]
     return json.dumps({"operations": ops})
 
 

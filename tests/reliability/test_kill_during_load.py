@@ -35,7 +35,10 @@ class _Service(ServiceProcess):
 
     def _environment(self) -> dict[str, str]:
         env = super()._environment()
-        env.update({"DATABASE_URL": self.database_url, "MEMORY_WORKER_CONCURRENCY": "2"})
+        # Batched extraction with a short quiet period: each chat's turn waits as a scheduled
+        # quiet check, which must survive the kill as well.
+        env.update({"DATABASE_URL": self.database_url, "MEMORY_WORKER_CONCURRENCY": "2",
+                    "MEMORY_BATCH_QUIET_S": "2"})
         return env
 
 

@@ -8,13 +8,28 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 _NEW_MESSAGE = re.compile(r"<new_user_message>(.*?)</new_user_message>", re.DOTALL)
+_NEW_MESSAGE_WITH_REF = re.compile(
+    r"^\[(u\d+)\][^\n]*\n<new_user_message>(.*?)</new_user_message>", re.DOTALL | re.MULTILINE)
+
+
+def _prompt(request: dict[str, Any]) -> str:
+    return str((request.get("messages") or [{}])[-1].get("content", ""))
 
 
 def new_user_message(request: dict[str, Any]) -> str:
-    """The new user message quoted in an extraction request ("" for other requests)."""
-    text = str((request.get("messages") or [{}])[-1].get("content", ""))
-    found = _NEW_MESSAGE.search(text)
+    """The first new user message quoted in an extraction request ("" for other requests)."""
+    found = _NEW_MESSAGE.search(_prompt(request))
     return found.group(1) if found else ""
+
+
+def new_user_messages(request: dict[str, Any]) -> list[tuple[str, str]]:
+    """(ref, text) of every new user message of an extraction request, in order."""
+    return [(m.group(1), m.group(2)) for m in _NEW_MESSAGE_WITH_REF.finditer(_prompt(request))]
+
+
+def is_chat_summary_request(request: dict[str, Any]) -> bool:
+    """True for a rolling chat summary request (`service/core/chat_summary.py`)."""
+    return "<chat_summary>" in _prompt(request)
 
 
 def new_op(content: str, *, bank: str = "personal", tags: list[str] | None = None,
@@ -25,14 +40,17 @@ def new_op(content: str, *, bank: str = "personal", tags: list[str] | None = Non
 
 
 def by_message(rules: dict[str, list[dict[str, Any]]]) -> Callable[[dict[str, Any]], str]:
-    """Answer `{"operations": rules[k]}` for the first key k found in the new user message."""
+    """Answer, for each new user message of the request, `rules[k]` for the first key k
+    found in it, each operation naming its message (`"message": "u2"`)."""
 
     def respond(request: dict[str, Any]) -> str:
-        message = new_user_message(request)
-        for needle, ops in rules.items():
-            if needle in message:
-                return json.dumps({"operations": ops}, ensure_ascii=False)
-        return json.dumps({"operations": []})
+        operations: list[dict[str, Any]] = []
+        for ref, message in new_user_messages(request):
+            for needle, ops in rules.items():
+                if needle in message:
+                    operations += [{**op, "message": ref} for op in ops]
+                    break
+        return json.dumps({"operations": operations}, ensure_ascii=False)
 
     return respond
 
@@ -45,5 +63,38 @@ def in_sequence(answers: list[str]) -> Callable[[dict[str, Any]], str]:
     def respond(_: dict[str, Any]) -> str:
         last["value"] = next(it, last["value"])
         return last["value"]
+
+    return respond
+
+
+_PREVIOUS_SUMMARY = re.compile(r"<chat_summary>(.*?)</chat_summary>", re.DOTALL)
+_SUMMARY_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}\] ([^:\n]+): (.*)$", re.MULTILINE)
+
+
+def chat_summary_lines(request: dict[str, Any]) -> list[tuple[str, str]]:
+    """(speaker, text) of the new messages of a rolling summary request, in order."""
+    block = _prompt(request).split("<new_messages>", 1)[-1]
+    return [(m.group(1), m.group(2)) for m in _SUMMARY_LINE.finditer(block)]
+
+
+def chat_summary_answer(request: dict[str, Any]) -> str:
+    """A summary answer: the summary so far, then "<speaker>: <text>" for each new user
+    message (replies left out), joined by spaces, so tests see what each version took in."""
+    previous = _PREVIOUS_SUMMARY.search(_prompt(request))
+    parts = [previous.group(1)] if previous and previous.group(1) else []
+    parts += [f"{speaker}: {text}" for speaker, text in chat_summary_lines(request)
+              if speaker != "assistant"]
+    return json.dumps({"summary": " ".join(parts)}, ensure_ascii=False)
+
+
+def with_chat_summaries(
+    extraction: Callable[[dict[str, Any]], str],
+) -> Callable[[dict[str, Any]], str]:
+    """Answer summary requests with `chat_summary_answer` and the rest with `extraction`."""
+
+    def respond(request: dict[str, Any]) -> str:
+        if is_chat_summary_request(request):
+            return chat_summary_answer(request)
+        return extraction(request)
 
     return respond

@@ -333,9 +333,33 @@ def test_responder_answers_the_facts_due_at_the_turn() -> None:
                            {"role": "user", "content": "Answer again with only JSON."}]
     assert json.loads(responder(repair))["operations"][0]["content"] == "Bob says nice things."
     assert responder({"messages": [{"role": "user", "content": "hello"}]}) == "Okay."
-    assert dict(responder.counts) == {"extraction": 4, "facts_sent": 3, "unmatched": 1,
-                                      "other": 1}
+    assert dict(responder.counts) == {"extraction": 4, "extraction_messages": 4, "facts_sent": 3,
+                                      "unmatched": 1, "other": 1}
     assert responder.unmatched == ["never said"]
+
+
+def test_responder_answers_a_batch_message_by_message_and_summary_requests() -> None:
+    from bench.replay_locomo import LocomoResponder
+
+    responder = LocomoResponder(locomo.build_replay_plan(SAMPLE, s) for s in ("Ann", "Bob"))
+    prompt = ("Current date: 2024-02-03 (Saturday)\n<user_name>Ann</user_name>\n\n"
+              "NEW USER MESSAGES (2):\n"
+              "[u1] 2023-05-08 (Monday)\n<new_user_message>Hi Bob\nLook [shares a photo of a "
+              "cat]</new_user_message>\nASSISTANT REPLY (context only, never a fact about the "
+              "user):\n<assistant_reply>Nice</assistant_reply>\n\n"
+              "[u2] 2024-02-03 (Saturday)\n<new_user_message>Later</new_user_message>\n"
+              "ASSISTANT REPLY (context only, never a fact about the user):\n"
+              "<assistant_reply>Yes</assistant_reply>")
+    answer = json.loads(responder({"messages": [{"role": "user", "content": prompt}]}))
+    assert [(op["message"], op["content"]) for op in answer["operations"]] == [
+        ("u1", "Ann has a cat."), ("u1", "Ann greets Bob."), ("u2", "Ann spans sessions.")]
+    summary = ("Current date: 2024-02-03 (Saturday)\n\nSUMMARY SO FAR:\n"
+               "<chat_summary>Ann: Hi Bob</chat_summary>\n\nNEW MESSAGES (2):\n<new_messages>\n"
+               "[2024-02-03] Ann: Later\n[2024-02-03] assistant: Yes\n</new_messages>")
+    assert json.loads(responder({"messages": [{"role": "user", "content": summary}]})) == {
+        "summary": "Ann: Hi Bob | Ann: Later"}
+    assert dict(responder.counts) == {"extraction": 1, "extraction_messages": 2, "facts_sent": 3,
+                                      "summary": 1}
 
 
 def test_a_question_is_a_hit_only_with_a_relevant_fact_verbatim() -> None:
