@@ -31,7 +31,7 @@ from service.flows import memories as memory_flow
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
-from service.storage import memories, user_state
+from service.storage import memories, turns, user_state
 
 LIST_LIMIT = 50
 SEARCH_LIMIT = 10
@@ -230,6 +230,12 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
         return (f"This forgets all {len(rows)} of your Personal and Interaction Patterns "
                 f"memories{also}, for good. To confirm, type:\n\n"
                 f"`/memory forget all {expected}`")
+    async with rt.db.unit_of_work() as session:
+        # what the user said but was not extracted yet is forgotten too; then the memories an
+        # extraction finishing meanwhile wrote are read with the rest
+        await turns.discard(session, user_id=chat.user_id)
+    async with rt.db.unit_of_work() as session:
+        rows = await memories.export_rows(session, scope=own)
     for memory in rows:
         try:
             await memory_flow.forget(rt, scope=own, memory_id=memory.id,

@@ -179,6 +179,9 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
         return 0
     scope = ReadScope(tuple(Scope(OwnerKind.CHAT, c, Bank.CHAT) for c in chat_ids))
     async with rt.db.unit_of_work() as session:
+        # turns still waiting are never extracted: nothing is written for a gone chat
+        await turns.discard(session, chat_ids=chat_ids)
+    async with rt.db.unit_of_work() as session:
         # texts kept for the chats' summaries go now, so no summary is written for a gone chat
         await chat_summary.erase_uncovered(session, chat_ids=chat_ids)
         rows = await memories.export_rows(session, scope=scope)
@@ -210,6 +213,9 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
         Number of memories forgotten.
     """
     own = owned_scope(user_id)
+    async with rt.db.unit_of_work() as session:
+        # first, so an extraction running now finishes before its memories are looked up
+        await turns.discard(session, user_id=user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
     count = 0

@@ -8,6 +8,7 @@ summary does not cover them yet (`service/core/chat_summary.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -26,6 +27,7 @@ class TurnStatus(StrEnum):
     QUEUED = "queued"  #: accepted, waiting for extraction
     DONE = "done"  #: extracted; the texts are erased from the payload
     FAILED = "failed"  #: extraction gave up; visible in /v1/status
+    DISCARDED = "discarded"  #: never extracted: its chat or sender was deleted, or forget all
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,29 @@ async def finish(
             finished_at=datetime.now(UTC), payload=payload,
         )
     )
+
+
+async def discard(
+    session: AsyncSession, *, chat_ids: Sequence[str] = (), user_id: str | None = None,
+) -> int:
+    """Close the queued and failed turns of deleted chats, or of one user, without extracting
+    them; their texts are erased. Waits for an extraction holding one of them to finish.
+
+    Returns:
+        Turns discarded.
+    """
+    if not chat_ids and user_id is None:
+        return 0
+    stmt = update(TurnRow).where(
+        TurnRow.status.in_([TurnStatus.QUEUED.value, TurnStatus.FAILED.value]))
+    if chat_ids:
+        stmt = stmt.where(TurnRow.chat_id.in_(list(chat_ids)))
+    if user_id is not None:
+        stmt = stmt.where(TurnRow.user_id == user_id)
+    result = await session.execute(stmt.values(
+        status=TurnStatus.DISCARDED.value, finished_at=datetime.now(UTC),
+        payload=TurnRow.payload.op("-")("texts")))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
 async def chat_ids_of(session: AsyncSession, *, user_id: str) -> list[str]:

@@ -220,3 +220,51 @@ def test_a_waiting_batch_survives_a_restart_and_is_extracted_once(service_factor
         requests = _extraction_requests(llm)
     assert requests == [[FACTS[0][0], FACTS[1][0]]]
     assert (status["turns_done"], status["memories_active"]) == (2, 2)
+
+
+async def test_waiting_turns_of_a_deleted_chat_or_user_are_never_extracted(
+    service_factory, db_conn: psycopg.AsyncConnection  # type: ignore[no-untyped-def]
+) -> None:
+    other = {**CHAT, "chat_id": "chat-kept"}
+    with LLMStub(responder=by_message(RULES)) as llm:
+        live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m",
+                               MEMORY_BATCH_MESSAGES="5", MEMORY_BATCH_QUIET_S="1")
+        assert _post(live, FACTS[0][0], "d1")["detail"] == LATER
+        assert _post(live, FACTS[1][0], "k1", chat=other)["detail"] == LATER
+        assert live.client.delete("/v1/chats/chat-batch/memories").status_code == 200
+        # the kept chat goes quiet and is extracted; the deleted one never is
+        _wait_until(lambda: any("cat named Miso" in m["content"] for m in live.client.get(
+            "/v1/users/ana/memories").json()["items"]), "the kept chat's extraction")
+        assert _extraction_requests(llm) == [[FACTS[1][0]]]
+        assert await _rows(db_conn, "SELECT chat_id, status, payload ? 'texts' FROM turns "
+                                    "ORDER BY id") == [
+            ("chat-batch", "discarded", False), ("chat-kept", "done", False)]
+
+        # a deleted user: a turn still waiting is discarded with everything else
+        assert _post(live, FACTS[2][0], "k2", chat=other)["detail"] == LATER
+        assert live.client.delete("/v1/users/ana/memories").json() == {"forgotten": 1}
+        time.sleep(2)  # past the quiet period: its check finds nothing waiting
+        live.wait_for_extraction()
+        assert _extraction_requests(llm) == [[FACTS[1][0]]]
+        assert live.client.get("/v1/users/ana/memories").json()["items"] == []
+        assert (await _rows(db_conn, "SELECT status FROM turns WHERE user_message_id = 'k2'")
+                ) == [("discarded",)]
+
+
+async def test_forget_all_also_forgets_what_was_said_but_not_extracted_yet(
+    service_factory, db_conn: psycopg.AsyncConnection  # type: ignore[no-untyped-def]
+) -> None:
+    with LLMStub(responder=by_message(RULES)) as llm:
+        live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m",
+                               MEMORY_BATCH_MESSAGES="5", MEMORY_BATCH_QUIET_S="3600")
+        live.client.post("/v1/users/ana/memories", json={"content": "User likes tea"})
+        assert _post(live, FACTS[0][0], "w1")["detail"] == LATER
+        asked = live.client.post("/v1/commands", json={
+            "chat": CHAT, "command": "/memory forget all"}).json()["text"]
+        code = asked.rsplit("`/memory forget all ", 1)[1].rstrip("`")
+        done = live.client.post("/v1/commands", json={
+            "chat": CHAT, "command": f"/memory forget all {code}"}).json()["text"]
+        assert done.startswith("Forgot all 1 memories.")
+        assert await _rows(db_conn, "SELECT status, payload ? 'texts' FROM turns") == [
+            ("discarded", False)]
+        assert _extraction_requests(llm) == []
