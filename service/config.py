@@ -83,6 +83,12 @@ class Settings(BaseSettings):
     half_life_days: float = Field(
         default=60.0, alias="MEMORY_HALF_LIFE_DAYS", gt=0,
         description="Days after which a memory's recency weight is one half.")
+    confidence_weight: float = Field(
+        default=0.1, alias="MEMORY_CONFIDENCE_WEIGHT", ge=0, le=1,
+        description="Share of the score a memory's doubt (1 − confidence) takes away.")
+    refresh_on_use: bool = Field(
+        default=True, alias="MEMORY_REFRESH_ON_USE",
+        description="Recency counts from a memory's last use in a reply, not only its creation.")
     budget_tokens: int = Field(
         default=400, alias="MEMORY_BUDGET_TOKENS", ge=0, le=8000,
         description="Default token budget of the injected memories (the filter valve wins).")

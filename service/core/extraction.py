@@ -45,6 +45,7 @@ class Operation:
     bank: Bank  #: target bank
     confidence: float  #: 0..1
     message: str | None = None  #: ref of the new message it comes from; None = the last one
+    inferred: bool = False  #: the LLM inferred the fact; the user did not state it
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +83,14 @@ possessions, and facts about their projects. Follow these rules:
   drafting a wedding speech for Sam and Ari"). Use only the banks listed as allowed.
 - tags: any of identity, preference, goal, relationship, behavior, possession.
 - confidence: 0..1, how sure you are the fact is true and lasting.
+- source: "stated" when the user said it, "inferred" when you concluded it from what they
+  said (use a lower confidence then).
 - message: the ref of the new message the fact comes from (u1, u2, …); later messages
   win over earlier ones when they disagree.
 Answer with ONE JSON object and nothing else:
 {"operations": [{"op": "NEW|UPDATE|DELETE|NONE", "ref": null, "message": "u1",
-  "content": "...", "tags": ["preference"], "bank": "personal", "confidence": 0.9}]}
+  "content": "...", "tags": ["preference"], "bank": "personal", "confidence": 0.9,
+  "source": "stated"}]}
 Answer {"operations": []} when there is nothing worth remembering."""
 
 
@@ -217,8 +221,13 @@ def _parse_one(
         confidence = 0.8
     confidence = min(max(confidence, 0.0), 1.0)
     message = str(item.get("message") or "").strip().strip("[]").lower() or None
+    inferred = str(item.get("source") or "").strip().lower() in _INFERRED
     return Operation(op=op, ref=ref, content=content, tags=tags, bank=bank, confidence=confidence,
-                     message=message if message in message_refs else None)
+                     message=message if message in message_refs else None, inferred=inferred)
+
+
+_INFERRED = frozenset({"inferred", "inference", "implied", "assistant"})
+"""`source` values that mark a fact the LLM concluded rather than one the user stated."""
 
 
 def _parse_bank(raw: Any, allowed_banks: Sequence[Bank]) -> Bank | None:

@@ -7,7 +7,10 @@
    except full-text matches, which stay down to a lower floor because names, ids and rare
    words are what embeddings miss.
 3. Score = 80 % relevance (the fused rank score, scaled to [0, 1]) + 20 % recency, where
-   recency halves every 60 days (a true half-life).
+   recency halves every 60 days (a true half-life) counted from the memory's creation or its
+   last use in a reply, whichever is later (use strengthens a memory, as in the founding
+   cognitive design, seeds/003); then scaled by strength, 1 − 0.1 × (1 − confidence), so a
+   doubtful or merely inferred fact ranks below a confirmed one of equal relevance.
 4. Diversity by maximal marginal relevance (Carbonell and Goldstein, SIGIR 1998).
 5. The best are kept while they fit the token budget.
 """
@@ -34,6 +37,8 @@ class RankingParams:
     keyword_floor: float = 0.6  #: minimum similarity of a full-text match (cosine 0.2)
     relevance_weight: float = 0.8  #: share of relevance in the blend; the rest is recency
     half_life_days: float = 60.0  #: days after which the recency weight is 0.5
+    confidence_weight: float = 0.1  #: share of the score that doubt (1 − confidence) removes
+    refresh_on_use: bool = True  #: recency counts from the last use when that is later
     budget_tokens: int = 400  #: tokens the injected items may cost
     max_items: int = 20  #: hard cap on injected items
     rrf_k: int = 60  #: RRF damping constant
@@ -50,6 +55,19 @@ def recency_weight(*, created_at: datetime, now: datetime, half_life_days: float
     """
     age_days = max((now - created_at).total_seconds(), 0.0) / 86_400.0
     return float(0.5 ** (age_days / half_life_days))
+
+
+def strength(*, confidence: float, confidence_weight: float) -> float:
+    """Score factor in [1 − confidence_weight, 1]: 1 − confidence_weight × (1 − confidence)."""
+    return 1.0 - confidence_weight * (1.0 - min(max(confidence, 0.0), 1.0))
+
+
+def fresh_since(memory: Memory, *, refresh_on_use: bool) -> datetime:
+    """When recency starts: creation, or the last use in a reply when later and enabled."""
+    used = memory.last_used_at
+    if refresh_on_use and used is not None and used > memory.created_at:
+        return used
+    return memory.created_at
 
 
 def blend(*, similarity: float, recency: float, relevance_weight: float) -> float:
@@ -111,17 +129,20 @@ def needs_llm_score(item: Fused, *, params: RankingParams) -> bool:
 def score_fused(
     items: Iterable[Fused], *, now: datetime, params: RankingParams
 ) -> list[RankedMemory]:
-    """Blend each item's fused relevance with recency; best first (ties: earlier stored)."""
-    ranked = [
-        RankedMemory(
-            memory=f.candidate.memory, similarity=f.candidate.similarity,
-            score=blend(similarity=f.relevance,
-                        recency=recency_weight(created_at=f.candidate.memory.created_at, now=now,
-                                               half_life_days=params.half_life_days),
-                        relevance_weight=params.relevance_weight),
-        )
-        for f in items
-    ]
+    """Blend each item's fused relevance with recency, scaled by strength; best first
+    (ties: earlier stored)."""
+    ranked = []
+    for f in items:
+        memory = f.candidate.memory
+        since = fresh_since(memory, refresh_on_use=params.refresh_on_use)
+        score = blend(similarity=f.relevance,
+                      recency=recency_weight(created_at=since, now=now,
+                                             half_life_days=params.half_life_days),
+                      relevance_weight=params.relevance_weight)
+        ranked.append(RankedMemory(
+            memory=memory, similarity=f.candidate.similarity,
+            score=score * strength(confidence=memory.confidence,
+                                   confidence_weight=params.confidence_weight)))
     ranked.sort(key=lambda r: (-r.score, r.memory.seq))
     return ranked
 

@@ -76,7 +76,8 @@ class Status(StrEnum):
 class SourceKind(StrEnum):
     """Where a memory came from."""
 
-    EXTRACTION = "extraction"  #: extracted by the LLM from a chat turn
+    EXTRACTION = "extraction"  #: stated by the user in a chat turn, extracted by the LLM
+    INFERENCE = "inference"  #: inferred by the LLM from what the user said, not stated
     MANUAL = "manual"  #: added or edited by the user
     SUMMARY = "summary"  #: written by the consolidation summarizer
     CHAT_SUMMARY = "chat_summary"  #: the rolling summary of one chat (Chat Memory)

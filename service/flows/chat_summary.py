@@ -116,7 +116,8 @@ async def withdraw_for_forgotten(
     withdrawn: list[uuid.UUID] = []
     for memory in forgotten:
         chat_id = memory.source_chat_id
-        if memory.source_kind is not SourceKind.EXTRACTION or not chat_id:
+        learned = memory.source_kind in (SourceKind.EXTRACTION, SourceKind.INFERENCE)
+        if not learned or not chat_id:
             continue
         await chat_summaries.lock_chat(session, chat_id=chat_id)
         await turns.erase_texts(session, turn_ids=[

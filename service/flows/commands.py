@@ -345,7 +345,8 @@ async def _resume(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
 
 
 _PROVENANCE = {
-    SourceKind.EXTRACTION: "learned from a chat",
+    SourceKind.EXTRACTION: "stated by the user in a chat",
+    SourceKind.INFERENCE: "inferred from a chat",
     SourceKind.MANUAL: "added by hand",
     SourceKind.SUMMARY: "summary of older memories",
     SourceKind.CHAT_SUMMARY: "summary of this chat",

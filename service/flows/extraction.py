@@ -300,7 +300,8 @@ async def _apply(
         return 0
     new = await memories.insert(
         session, owner_kind=cell.owner_kind, owner_id=cell.owner_id, bank=op.bank, content=content,
-        tags=op.tags, confidence=op.confidence, source_kind=SourceKind.EXTRACTION,
+        tags=op.tags, confidence=op.confidence,
+        source_kind=SourceKind.INFERENCE if op.inferred else SourceKind.EXTRACTION,
         source_chat_id=chat.chat_id or None, source_message_id=message_id, created_at=now,
         embedding=np.asarray(vector, dtype=np.float32), embedding_model=rt.encoder.model_name,
     )

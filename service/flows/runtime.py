@@ -33,6 +33,8 @@ class Runtime:
             relevance_threshold=s.relevance_threshold,
             relevance_weight=s.relevance_weight,
             half_life_days=s.half_life_days,
+            confidence_weight=s.confidence_weight,
+            refresh_on_use=s.refresh_on_use,
             budget_tokens=s.budget_tokens if budget_tokens is None else budget_tokens,
             max_items=s.max_injected,
         )

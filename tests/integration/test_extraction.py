@@ -192,3 +192,23 @@ def test_temporary_and_task_turns_write_nothing(extracting: LiveService, llm: LL
         assert answer["status"] == "skipped"
     assert extracting.client.get("/v1/status").json()["turns_queued"] == 0
     assert llm.requests == []
+
+
+def test_an_inferred_fact_is_marked_so_and_why_says_where_each_came_from(
+    extracting: LiveService, llm: LLMStub
+) -> None:
+    """Provenance: a stated fact and an inferred one are told apart, also by `why`."""
+    llm.responder = by_message({"night shift": [
+        new_op("User works night shifts"),
+        {**new_op("User probably sleeps during the day", confidence=0.6), "source": "inferred"}]})
+    extracting.client.post("/v1/turns", json=_turn("Back from my night shift again.", "m1"))
+    extracting.wait_for_extraction()
+    items = extracting.client.get("/v1/users/u1/memories").json()["items"]
+    assert sorted((m["content"], m["source"]) for m in items) == [
+        ("User probably sleeps during the day", "inference"),
+        ("User works night shifts", "extraction")]
+    extracting.client.post("/v1/context", json={"chat": CHAT, "message": "my night shift sleep"})
+    why = extracting.client.post("/v1/commands", json={
+        "chat": CHAT, "command": "/memory why"}).json()["text"]
+    assert "confidence 0.60, inferred from a chat" in why
+    assert "confidence 0.90, stated by the user in a chat" in why

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -105,3 +106,19 @@ def test_short_ids_round_trip_hide_the_sequence_and_read_lookalikes() -> None:
     code = encode_id(42).replace("0", "o").replace("1", "l").upper()
     assert parse_id("#" + code) == 42
     assert parse_id("12") is None and parse_id("abcdeu") is None
+
+
+def test_strength_scales_by_confidence_and_use_refreshes_recency() -> None:
+    params = RankingParams()
+    old = _memory(1, days_old=120)
+    used = replace(old, seq=2, last_used_at=NOW - timedelta(days=60))
+    doubtful = replace(old, seq=3, confidence=0.4)
+    fused = [ranking.Fused(Candidate(m, 0.9, 0.8), 1.0, False) for m in (old, used, doubtful)]
+    scores = {r.memory.seq: r.score for r in ranking.score_fused(fused, now=NOW, params=params)}
+    # 0.8 × 1 + 0.2 × recency, × (1 − 0.1 × (1 − confidence))
+    assert scores == pytest.approx({1: (0.8 + 0.2 * 0.25) * 0.99,
+                                    2: (0.8 + 0.2 * 0.5) * 0.99,
+                                    3: (0.8 + 0.2 * 0.25) * 0.94})
+    plain = RankingParams(confidence_weight=0.0, refresh_on_use=False)
+    unscaled = {r.memory.seq: r.score for r in ranking.score_fused(fused, now=NOW, params=plain)}
+    assert unscaled == pytest.approx({1: 0.85, 2: 0.85, 3: 0.85})
