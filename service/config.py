@@ -87,8 +87,9 @@ class Settings(BaseSettings):
         default=0.1, alias="MEMORY_CONFIDENCE_WEIGHT", ge=0, le=1,
         description="Share of the score a memory's doubt (1 − confidence) takes away.")
     refresh_on_use: bool = Field(
-        default=True, alias="MEMORY_REFRESH_ON_USE",
-        description="Recency counts from a memory's last use in a reply, not only its creation.")
+        default=False, alias="MEMORY_REFRESH_ON_USE",
+        description="Recency counts from a memory's last use in a reply, not only its creation "
+                    "(off: on the LoCoMo replay it cost 2 points of evidence hits).")
     budget_tokens: int = Field(
         default=400, alias="MEMORY_BUDGET_TOKENS", ge=0, le=8000,
         description="Default token budget of the injected memories (the filter valve wins).")

@@ -109,7 +109,7 @@ def test_short_ids_round_trip_hide_the_sequence_and_read_lookalikes() -> None:
 
 
 def test_strength_scales_by_confidence_and_use_refreshes_recency() -> None:
-    params = RankingParams()
+    params = RankingParams(refresh_on_use=True)
     old = _memory(1, days_old=120)
     used = replace(old, seq=2, last_used_at=NOW - timedelta(days=60))
     doubtful = replace(old, seq=3, confidence=0.4)
