@@ -72,3 +72,24 @@ async def test_scope_filter_separates_banks_of_one_owner(db: Database) -> None:
         found = await memories.search(session, scope=scope, query_vector=_unit(rng), limit=50)
     assert len(found) == 4
     assert {c.memory.bank for c in found} == {Bank.INTERACTION}
+
+
+async def test_pairwise_similarity_is_the_cosine_of_the_stored_vectors(db: Database) -> None:
+    rng = np.random.default_rng(11)
+    vectors = [_unit(rng) for _ in range(6)]
+    async with db.unit_of_work() as session:
+        stored = [await memories.insert(
+            session, owner_kind=OwnerKind.USER, owner_id="erin", bank=Bank.PERSONAL,
+            content=f"fact {i}", tags=[], confidence=0.9, source_kind=SourceKind.MANUAL,
+            source_chat_id=None, source_message_id=None, created_at=datetime.now(UTC),
+            embedding=None if i == 4 else v, embedding_model=None if i == 4 else "test")
+            for i, v in enumerate(vectors)]
+        # any order of seqs; the fifth memory has no vector yet
+        order = [stored[i].seq for i in (3, 0, 5, 4, 1, 2)]
+        matrix = await memories.pairwise_similarity(session, seqs=order)
+    expected = np.array([[float(vectors[a] @ vectors[b]) for b in (3, 0, 5, 4, 1, 2)]
+                         for a in (3, 0, 5, 4, 1, 2)])
+    expected[3, :] = expected[:, 3] = 0.0
+    np.fill_diagonal(expected, 1.0)
+    assert matrix.shape == (6, 6)
+    np.testing.assert_allclose(matrix, expected, atol=1e-6)
