@@ -6,6 +6,7 @@ Every read takes a required `scope`; the scope filter is part of the SQL stateme
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -16,6 +17,7 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
+    Integer,
     Select,
     Text,
     TextClause,
@@ -26,6 +28,7 @@ from sqlalchemy import (
     or_,
     select,
     tuple_,
+    union_all,
     update,
 )
 from sqlalchemy import text as sa_text
@@ -279,6 +282,18 @@ def _exact_keyword(where: ColumnElement[bool], query: Any, limit: Any) -> Select
             .order_by(rank.desc(), owned.c.seq).limit(limit))
 
 
+def _cell_param(prefix: str) -> ColumnElement[bool]:
+    # equalities whose bound values imply the predicate of the cell's own partial indexes
+    return and_(_TABLE.c.owner_kind == bindparam(f"{prefix}_kind"),
+                _TABLE.c.owner_id == bindparam(f"{prefix}_owner"),
+                _TABLE.c.bank == bindparam(f"{prefix}_bank"),
+                _TABLE.c.status == Status.ACTIVE.value)
+
+
+def _union(parts: list[Select[Any]]) -> Any:
+    return union_all(*parts) if len(parts) > 1 else parts[0]
+
+
 MAX_PHRASES = 60
 """Most `;`-separated phrases one keyword search takes (seeds/002's term cap)."""
 
@@ -373,16 +388,29 @@ async def pairwise_similarity(session: AsyncSession, *, seqs: Sequence[int]) -> 
 
 
 async def core_memories(session: AsyncSession, *, scope: ReadScope, limit: int) -> list[Memory]:
-    """The `limit` most confident, then most recent, active memories in `scope`."""
+    """The `limit` most confident, then most recent, active memories in `scope`.
+
+    Each cell's best come from its own ordered index scan (ix_memories_owner_bank_core), so
+    the cost does not grow with the owner's memory count.
+    """
     if not scope or limit <= 0:
         return []
-    stmt = (
-        select(MemoryRow).options(defer(MemoryRow.embedding))
-        .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
-        .order_by(MemoryRow.confidence.desc(), MemoryRow.created_at.desc(), MemoryRow.seq.desc())
-        .limit(limit)
-    )
-    return [to_record(r) for r in (await session.execute(stmt)).scalars()]
+    params: dict[str, Any] = {"limit": limit}
+    for i, cell in enumerate(scope.scopes):
+        params |= {f"core{i}_kind": cell.owner_kind.value, f"core{i}_owner": cell.owner_id,
+                   f"core{i}_bank": cell.bank.value}
+    rows = (await session.execute(_core_statement(len(scope.scopes)), params)).all()
+    return [to_record(r) for r in rows]
+
+
+@functools.lru_cache(maxsize=16)
+def _core_statement(cells: int) -> Select[Any]:
+    limit = bindparam("limit", type_=Integer)
+    order = (_TABLE.c.confidence.desc(), _TABLE.c.created_at.desc(), _TABLE.c.seq.desc())
+    best = _union([select(*RECORD_COLUMNS).where(_cell_param(f"core{i}")).order_by(*order)
+                   .limit(limit) for i in range(cells)]).subquery()
+    return (select(best).order_by(best.c.confidence.desc(), best.c.created_at.desc(),
+                                  best.c.seq.desc()).limit(limit))
 
 
 async def count_active(session: AsyncSession, *, scope: ReadScope) -> int:

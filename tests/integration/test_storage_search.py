@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -93,3 +93,24 @@ async def test_pairwise_similarity_is_the_cosine_of_the_stored_vectors(db: Datab
     np.fill_diagonal(expected, 1.0)
     assert matrix.shape == (6, 6)
     np.testing.assert_allclose(matrix, expected, atol=1e-6)
+
+
+async def test_core_memories_are_the_most_confident_then_newest_across_banks(db: Database) -> None:
+    rng = np.random.default_rng(5)
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    rows = []
+    async with db.unit_of_work() as session:
+        for i in range(30):
+            bank = (Bank.PERSONAL, Bank.INTERACTION)[i % 2]
+            rows.append(await memories.insert(
+                session, owner_kind=OwnerKind.USER, owner_id="fay", bank=bank,
+                content=f"fact {i}", tags=[], confidence=(0.6, 0.9, 0.75)[i % 3],
+                source_kind=SourceKind.MANUAL, source_chat_id=None, source_message_id=None,
+                created_at=start + timedelta(days=i % 7), embedding=_unit(rng),
+                embedding_model="test"))
+        scope = ReadScope((Scope(OwnerKind.USER, "fay", Bank.PERSONAL),
+                           Scope(OwnerKind.USER, "fay", Bank.INTERACTION),
+                           Scope(OwnerKind.USER, "gus", Bank.PERSONAL)))
+        core = await memories.core_memories(session, scope=scope, limit=7)
+    best = sorted(rows, key=lambda m: (-m.confidence, -m.created_at.timestamp(), -m.seq))[:7]
+    assert [m.seq for m in core] == [m.seq for m in best]
