@@ -16,8 +16,8 @@ from service.core import privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, RankedMemory, ReadScope
 from service.core.tokens import estimate_tokens
+from service.flows import candidates, relevance
 from service.flows import profile as profile_flow
-from service.flows import relevance
 from service.flows.runtime import Runtime
 from service.storage import memories, user_state
 
@@ -41,10 +41,11 @@ async def retrieve(
 ) -> list[RankedMemory]:
     """The read path's ranking for one query, best first (DESIGN §6.2).
 
-    Vector candidates (exact, top `candidate_limit`) and full-text candidates are fused by
-    RRF, blended with recency and diversified by MMR. With `apply_gate` the relevance bands
-    (and the optional LLM tier) drop what is not relevant enough to inject; without it the
-    full ranking comes back (what the retrieval benchmark measures).
+    Vector candidates (top `candidate_limit`: exact, or through a bank's own HNSW index
+    when it has very many memories) and full-text candidates are fused by RRF, blended with
+    recency and diversified by MMR. With `apply_gate` the relevance bands (and the optional
+    LLM tier) drop what is not relevant enough to inject; without it the full ranking comes
+    back (what the retrieval benchmark measures).
 
     Args:
         scope: cells the query may read; applied in SQL.
@@ -57,12 +58,9 @@ async def retrieve(
     if not scope or not query.strip():
         return []
     vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
-    pool = rt.settings.candidate_limit
-    async with rt.db.unit_of_work() as session:
-        semantic = await memories.search(session, scope=scope, query_vector=vector, limit=pool)
-        keyword = await memories.keyword_search(session, scope=scope, text=query, limit=pool,
-                                                query_vector=vector)
-    fused = ranking.fuse(semantic, keyword, params=params)
+    found = await candidates.gather(rt, scope=scope, query=query, query_vector=vector,
+                                    limit=rt.settings.candidate_limit)
+    fused = ranking.fuse(found.semantic, found.keyword, params=params)
     if apply_gate:
         fused = [f for f in fused if ranking.passes_gate(f, params=params)]
         fused = await relevance.apply_llm_tier(rt, query=query, items=fused, params=params)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,11 +24,13 @@ from sqlalchemy import (
     TextClause,
     and_,
     bindparam,
+    cast,
     func,
     literal_column,
     or_,
     select,
     tuple_,
+    union,
     union_all,
     update,
 )
@@ -41,9 +44,11 @@ from service.core.records import (
     Memory,
     OwnerKind,
     ReadScope,
+    Scope,
     SourceKind,
     Status,
 )
+from service.storage.owner_indexes import IndexedCells
 from service.storage.tables import MemoryRow
 
 
@@ -156,6 +161,11 @@ def _query_vector(vector: np.ndarray | None = None) -> BindParameter[Any]:
 
 def _active_in(scope: ReadScope) -> ColumnElement[bool]:
     return and_(scope_filter(scope), _TABLE.c.status == Status.ACTIVE.value)
+
+
+def _active_cell(cell: Scope) -> ColumnElement[bool]:
+    return and_(_TABLE.c.owner_kind == cell.owner_kind.value, _TABLE.c.owner_id == cell.owner_id,
+                _TABLE.c.bank == cell.bank.value, _TABLE.c.status == Status.ACTIVE.value)
 
 
 def _exact_nearest(where: ColumnElement[bool], vector: BindParameter[Any],
@@ -282,12 +292,175 @@ def _exact_keyword(where: ColumnElement[bool], query: Any, limit: Any) -> Select
             .order_by(rank.desc(), owned.c.seq).limit(limit))
 
 
+# -- candidates of the read path: both lists in one statement -------------------------------
+
+@dataclass(frozen=True, slots=True)
+class CandidateSets:
+    """The vector and the full-text candidates of one query, before fusion."""
+
+    semantic: list[Candidate]  #: nearest first (ties: earlier stored first)
+    keyword: list[Candidate]  #: best ts_rank first (ties: earlier stored first)
+    exact_fallbacks: int = 0  #: cells whose HNSW index gave too few rows, searched exactly
+
+
+HNSW_MAX_EF_SEARCH = 1_000
+"""pgvector's upper bound of `hnsw.ef_search`."""
+
+
+async def candidates(
+    session: AsyncSession, *, scope: ReadScope, query_vector: np.ndarray, text: str,
+    limit: int, indexed: IndexedCells | None = None,
+) -> CandidateSets:
+    """The `limit` nearest memories and the `limit` best full-text matches in `scope`.
+
+    One statement gives both lists, each memory's row once. Cells of `scope` with their own
+    indexes (`indexed`, see `storage.owner_indexes`) are searched through them: HNSW for
+    vectors (approximate; `hnsw.ef_search` is set for the transaction to at least 2 ×
+    `limit`) and GIN for full text. The other cells are searched together by exact scans
+    behind `OFFSET 0` fences. A cell whose HNSW scan yields fewer than `limit` rows — its
+    graph still holds rows archived since it was built, or the index is gone — is searched
+    again exactly, so a heavy cell never comes back short.
+
+    Args:
+        query_vector: (dimension,) float32, L2-normalized.
+        text: the query's text for full-text search; blank = no full-text candidates.
+        indexed: cells with usable per-owner indexes; None = exact scans only.
+
+    Returns:
+        Both lists (similarity = 1 − cosine_distance / 2; full-text matches without a
+        vector get similarity 0) and how many cells fell back to the exact scan.
+    """
+    if not scope or limit <= 0:
+        return CandidateSets([], [])
+    indexed = indexed or IndexedCells()
+    ann = [cell for cell in scope.scopes if cell in indexed.ann]
+    rest = [cell for cell in scope.scopes if cell not in indexed.ann]
+    fts = [cell for cell in scope.scopes if cell in indexed.fts]
+    plain = [cell for cell in scope.scopes if cell not in indexed.fts]
+    with_text = bool(text.strip())
+    shape = _Shape(bool(rest), len(ann), with_text and bool(plain), len(fts) if with_text else 0,
+                   with_text, indexed.dimension if ann else 0)
+    params: dict[str, Any] = {"query_vector": np.asarray(query_vector, dtype=np.float32),
+                              "limit": limit, "model": indexed.model}
+    if rest:
+        params["nearest_cells"] = _cell_tuples(rest)
+    if shape.plain_matches:
+        params["match_cells"] = _cell_tuples(plain)
+    if with_text:
+        params["fts_text"] = text[:2_000]
+    for prefix, cells in (("ann", ann), ("fts", fts if with_text else [])):
+        for i, cell in enumerate(cells):
+            params |= {f"{prefix}{i}_kind": cell.owner_kind.value,
+                       f"{prefix}{i}_owner": cell.owner_id, f"{prefix}{i}_bank": cell.bank.value}
+    if ann:
+        ef_search = min(max(indexed.ef_search, 2 * limit), HNSW_MAX_EF_SEARCH)
+        await session.execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
+    rows = (await session.execute(_candidates_statement(shape), params)).all()
+
+    by_branch: dict[int, list[Any]] = {branch: [] for branch in range(len(ann) + 1)}
+    keyword_rows = []
+    for row in rows:
+        if row.branch is not None:
+            by_branch[row.branch].append(row)
+        if with_text and row.rank is not None:
+            keyword_rows.append(row)
+    fallbacks = 0
+    for branch, cell in enumerate(ann, start=1):
+        if len(by_branch[branch]) < limit:
+            fallbacks += 1
+            exact = _exact_nearest(_active_cell(cell), _query_vector(query_vector),
+                                   limit).subquery()
+            by_branch[branch] = list((await session.execute(
+                select(*RECORD_COLUMNS, exact.c.distance)
+                .join_from(exact, _TABLE, _TABLE.c.seq == exact.c.seq))).all())
+    nearest = sorted((row for part in by_branch.values() for row in part),
+                     key=lambda row: (row.distance, row.seq))[:limit]
+    keyword_rows.sort(key=lambda row: (-row.rank, row.seq))
+    return CandidateSets(
+        semantic=[_candidate(row, row.distance) for row in nearest],
+        keyword=[_candidate(row, row.distance, text_rank=float(row.rank))
+                 for row in keyword_rows[:limit]],
+        exact_fallbacks=fallbacks)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What decides the text of the candidates statement (its values are parameters)."""
+
+    exact_nearest: bool  #: some cells are searched by the exact vector scan
+    ann_cells: int  #: cells searched through their HNSW index
+    plain_matches: bool  #: some cells are searched by the fenced full-text scan
+    fts_cells: int  #: cells searched through their GIN index
+    with_text: bool  #: the query has text to match
+    dimension: int  #: dimension the HNSW indexes cast to (0 without them)
+
+
+def _cell_tuples(cells: Sequence[Scope]) -> list[tuple[str, str, str]]:
+    return [(c.owner_kind.value, c.owner_id, c.bank.value) for c in cells]
+
+
 def _cell_param(prefix: str) -> ColumnElement[bool]:
     # equalities whose bound values imply the predicate of the cell's own partial indexes
     return and_(_TABLE.c.owner_kind == bindparam(f"{prefix}_kind"),
                 _TABLE.c.owner_id == bindparam(f"{prefix}_owner"),
                 _TABLE.c.bank == bindparam(f"{prefix}_bank"),
                 _TABLE.c.status == Status.ACTIVE.value)
+
+
+def _cells_param(name: str) -> ColumnElement[bool]:
+    cells = tuple_(_TABLE.c.owner_kind, _TABLE.c.owner_id, _TABLE.c.bank)
+    return and_(cells.in_(bindparam(name, expanding=True)), _TABLE.c.status == Status.ACTIVE.value)
+
+
+@functools.lru_cache(maxsize=128)
+def _candidates_statement(shape: _Shape) -> Select[Any]:
+    """The candidates statement of one shape, built once (building one costs about 2 ms).
+
+    Parameters: query_vector, limit, model, nearest_cells and match_cells (lists of
+    (owner_kind, owner_id, bank)), fts_text, and ann<i>_/fts<i>_ kind, owner and bank.
+    """
+    vector = _query_vector()
+    limit = bindparam("limit", type_=Integer)
+    branch = literal_column("0").label("branch")
+    nearest_parts: list[Select[Any]] = []
+    if shape.exact_nearest:
+        exact = _exact_nearest(_cells_param("nearest_cells"), vector, limit).subquery()
+        nearest_parts.append(select(exact.c.seq, exact.c.distance, branch))
+    if shape.ann_cells:
+        typed = Vector(shape.dimension)
+        # exactly the index's expression, and nothing else in ORDER BY, or the index is unused
+        distance = cast(_TABLE.c.embedding, typed).cosine_distance(cast(vector, typed))
+        for i in range(shape.ann_cells):
+            nearest_parts.append(
+                select(_TABLE.c.seq, distance.label("distance"),
+                       literal_column(str(i + 1)).label("branch"))
+                .where(_cell_param(f"ann{i}"), _TABLE.c.embedding_model == bindparam("model"))
+                .order_by(distance).limit(limit))
+    nearest = _union(nearest_parts).cte("nearest")
+    columns: list[Any] = [*RECORD_COLUMNS,
+                          _TABLE.c.embedding.cosine_distance(vector).label("distance"),
+                          nearest.c.branch]
+    if not shape.with_text:
+        found = select(nearest.c.seq).subquery("found")
+        return (select(*columns).select_from(found)
+                .join(_TABLE, _TABLE.c.seq == found.c.seq)
+                .join(nearest, nearest.c.seq == found.c.seq))
+    query = or_query(None)
+    match_parts: list[Select[Any]] = []
+    if shape.plain_matches:
+        match_parts.append(_exact_keyword(_cells_param("match_cells"), query, limit))
+    rank = func.ts_rank(_TABLE.c.tsv, query).label("rank")
+    for i in range(shape.fts_cells):
+        # unfenced, so the planner starts from the cell's GIN index: its matching rows only
+        match_parts.append(select(_TABLE.c.seq, rank)
+                           .where(_cell_param(f"fts{i}"), _TABLE.c.tsv.op("@@")(query))
+                           .order_by(rank.desc(), _TABLE.c.seq).limit(limit))
+    matches = _union(match_parts).cte("matches")
+    found = union(select(nearest.c.seq), select(matches.c.seq)).subquery("found")
+    return (select(*columns, matches.c.rank).select_from(found)
+            .join(_TABLE, _TABLE.c.seq == found.c.seq)
+            .outerjoin(nearest, nearest.c.seq == found.c.seq)
+            .outerjoin(matches, matches.c.seq == found.c.seq))
 
 
 def _union(parts: list[Select[Any]]) -> Any:

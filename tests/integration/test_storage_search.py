@@ -114,3 +114,34 @@ async def test_core_memories_are_the_most_confident_then_newest_across_banks(db:
         core = await memories.core_memories(session, scope=scope, limit=7)
     best = sorted(rows, key=lambda m: (-m.confidence, -m.created_at.timestamp(), -m.seq))[:7]
     assert [m.seq for m in core] == [m.seq for m in best]
+
+
+async def test_candidates_of_one_statement_equal_search_and_keyword_search(db: Database) -> None:
+    rng = np.random.default_rng(17)
+    words = ("bikes", "Lisbon", "tea", "chess", "Kyoto", "violin")
+    async with db.unit_of_work() as session:
+        for owner, bank in (("hana", Bank.PERSONAL), ("hana", Bank.INTERACTION),
+                            ("ivan", Bank.PERSONAL)):
+            for i in range(80):
+                await memories.insert(
+                    session, owner_kind=OwnerKind.USER, owner_id=owner, bank=bank,
+                    content=f"{owner} likes {words[i % 6]} and {words[(i * 7) % 6]} ({i})",
+                    tags=[], confidence=0.9, source_kind=SourceKind.MANUAL,
+                    source_chat_id=None, source_message_id=None, created_at=datetime.now(UTC),
+                    embedding=None if i % 10 == 0 else _unit(rng), embedding_model="test")
+    scope = ReadScope((Scope(OwnerKind.USER, "hana", Bank.PERSONAL),
+                       Scope(OwnerKind.USER, "hana", Bank.INTERACTION)))
+    query, text = _unit(rng), "bikes in Kyoto?"
+    async with db.unit_of_work() as session:
+        both = await memories.candidates(session, scope=scope, query_vector=query, text=text,
+                                         limit=30)
+        semantic = await memories.search(session, scope=scope, query_vector=query, limit=30)
+        keyword = await memories.keyword_search(session, scope=scope, text=text, limit=30,
+                                                query_vector=query)
+        vector_only = await memories.candidates(session, scope=scope, query_vector=query,
+                                                text="  ", limit=30)
+    assert both.semantic == semantic
+    assert both.keyword == keyword
+    assert len(keyword) == 30 and {c.memory.owner_id for c in keyword} == {"hana"}
+    assert both.exact_fallbacks == 0
+    assert vector_only.semantic == semantic and vector_only.keyword == []
