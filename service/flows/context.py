@@ -14,7 +14,7 @@ import numpy as np
 from service import observability
 from service.core import privacy, ranking, safety
 from service.core.ranking import RankingParams
-from service.core.records import ChatContext, RankedMemory, ReadScope
+from service.core.records import ChatContext, Memory, RankedMemory, ReadScope
 from service.core.tokens import estimate_tokens
 from service.flows import candidates, relevance
 from service.flows import profile as profile_flow
@@ -118,15 +118,17 @@ async def _build(
     budget_tokens: int | None, now: datetime,
 ) -> ContextResult:
     params = rt.ranking_params(budget_tokens)
-    relevant = await retrieve(rt, scope=scope, query=message, now=now, limit=params.max_items,
-                              params=params, apply_gate=True)
-    profile = await profile_flow.profile_for(rt, user_id=chat.user_id,
-                                             collaborative=chat.collaborative)
-    core = []
-    if not profile:
-        async with rt.db.unit_of_work() as session:
-            core = await memories.core_memories(session, scope=scope,
-                                                limit=rt.settings.core_max_items)
+    # the profile (or the core memories) does not depend on the ranking: read it alongside
+    ranked = asyncio.ensure_future(retrieve(rt, scope=scope, query=message, now=now,
+                                            limit=params.max_items, params=params,
+                                            apply_gate=True))
+    known = asyncio.ensure_future(_profile_or_core(rt, chat=chat, scope=scope))
+    try:
+        relevant, (profile, core) = await asyncio.gather(ranked, known)
+    except BaseException:
+        ranked.cancel()
+        known.cancel()
+        raise
     # read-time guard: nothing instruction-like is injected, whatever was stored earlier
     relevant = [r for r in relevant if not safety.looks_like_instruction(r.memory.content)]
     core = [m for m in core if not safety.looks_like_instruction(m.content)]
@@ -139,6 +141,19 @@ async def _build(
     block = ranking.render_block(profile=profile, core=core_items, items=chosen)
     status = f"{len(used)} memories recalled" if used or profile else "no relevant memories"
     return ContextResult(block, used, profile, status)
+
+
+async def _profile_or_core(
+    rt: Runtime, *, chat: ChatContext, scope: ReadScope,
+) -> tuple[str | None, list[Memory]]:
+    """The chat's core memories profile, or without one its core memories (DESIGN §6.1)."""
+    profile = await profile_flow.profile_for(rt, user_id=chat.user_id,
+                                             collaborative=chat.collaborative)
+    if profile:
+        return profile, []
+    async with rt.db.unit_of_work() as session:
+        return None, await memories.core_memories(session, scope=scope,
+                                                  limit=rt.settings.core_max_items)
 
 
 async def _record_use(rt: Runtime, *, chat: ChatContext, used: list[RankedMemory]) -> None:
