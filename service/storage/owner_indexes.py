@@ -32,7 +32,7 @@ from psycopg import sql
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.core.records import Bank, OwnerKind, ReadScope, Scope
+from service.core.records import Bank, ReadScope, Scope
 
 __all__ = ["ANN_PREFIX", "FTS_PREFIX", "HNSW_EF_CONSTRUCTION", "HNSW_M", "IndexRegistry",
            "IndexedCells", "ann_index_name", "cell_counts", "create_ann_index",
@@ -99,16 +99,21 @@ async def existing_indexes(conn: psycopg.AsyncConnection) -> dict[str, bool]:
 
 
 async def cell_counts(conn: psycopg.AsyncConnection, *, min_rows: int) -> dict[Scope, int]:
-    """Active memories per cell, for the cells with at least `min_rows` of them."""
+    """Active memories per cell, for the cells with at least `min_rows` of them.
+
+    Grouped by (owner_id, bank) only, which ix_memories_owner_bank_core answers without
+    reading the table; a bank belongs to one kind of owner (`Bank.owner_kind`).
+    """
     cursor = await conn.execute(
-        "SELECT owner_kind, owner_id, bank, count(*) FROM memories WHERE status = 'active' "
-        "GROUP BY owner_kind, owner_id, bank HAVING count(*) >= %s", (max(min_rows, 1),))
+        "SELECT owner_id, bank, count(*) FROM memories WHERE status = 'active' "
+        "GROUP BY owner_id, bank HAVING count(*) >= %s", (max(min_rows, 1),))
     counts: dict[Scope, int] = {}
-    for kind, owner, bank, n in await cursor.fetchall():
+    for owner, value, n in await cursor.fetchall():
         try:
-            counts[Scope(OwnerKind(kind), str(owner), Bank(bank))] = int(n)
+            bank = Bank(value)
         except ValueError:  # a value no release wrote; such rows are never read either
             continue
+        counts[Scope(bank.owner_kind, str(owner), bank)] = int(n)
     return counts
 
 
