@@ -208,7 +208,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
             label = "exact scans" if run_name == "exact" else "own HNSW + GIN indexes"
             lines.append(f"| {title} | {label} | {row['recall@10']:.1f} % "
                          f"| {row['recall@50']:.1f} % | {row['mrr']:.1f} % "
-                         f"| {row['search_ms_p50']} / {row['search_ms_p95']} |")
+                         f"| {row['search_ms_p50']:.1f} / {row['search_ms_p95']:.1f} |")
     lines += ["", "Vector candidates through the index against the exact top 50 (share of "
               "the exact ones found, mean and worst question):", "",
               "| owners | overlap of the top 10 (min) | overlap of all 50 (min) | exact "
