@@ -34,11 +34,12 @@ replay: $(STAMP) ## replay a LoCoMo conversation through the filter and the serv
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.replay_locomo \
 		--data $(LOCOMO) --conversation $(CONVERSATION) --extraction per-turn
 
-bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale (bench/results/)
+bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-owner index recall (bench/results/)
 	$(BIN)/pip install -e ".[bench]"
 	$(MAKE) replay
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.locomo_retrieval --data $(LOCOMO)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.latency_scale
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.ann_recall --data $(LOCOMO)
 
 clean: ## remove the virtual environment and local state
 	rm -rf $(VENV) .state

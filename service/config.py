@@ -107,6 +107,19 @@ class Settings(BaseSettings):
     core_max_items: int = Field(
         default=5, alias="MEMORY_CORE_ITEMS", ge=0, le=50,
         description="Core memories injected with every turn (at most a third of the budget).")
+    ann_min_memories: int = Field(
+        default=5_000, alias="MEMORY_ANN_MIN_MEMORIES", ge=0,
+        description="Active memories of one bank of one owner from which that bank gets its own "
+                    "HNSW and full-text indexes, built in the background (kept until it falls "
+                    "below half); smaller banks are searched exactly. 0 = never.")
+    ann_ef_search: int = Field(
+        default=100, alias="MEMORY_ANN_EF_SEARCH", ge=1, le=1000,
+        description="hnsw.ef_search of those indexes, raised to 2 × MEMORY_CANDIDATES when "
+                    "lower: higher is closer to exact and slower.")
+    ann_refresh_s: float = Field(
+        default=300.0, alias="MEMORY_ANN_REFRESH_S", gt=0,
+        description="Seconds between two checks for banks that need, or no longer need, "
+                    "their own indexes.")
 
     # --- write path (DESIGN §5) --------------------------------------------------------
     dedup_text_ratio: float = Field(

@@ -61,6 +61,7 @@ __all__ = [
     "build_registry",
     "configure_logging",
     "read_state",
+    "record_ann_fallbacks",
     "record_extraction",
     "record_inlet_timeout",
     "render",
@@ -84,6 +85,10 @@ HTTP_REQUESTS = Counter("http_requests", "HTTP requests by route template, metho
                         ["route", "method", "status"], registry=None)
 EXTRACTIONS = Counter("extraction_outcomes", "Extraction job runs by outcome.", ["outcome"],
                       registry=None)
+ANN_FALLBACKS = Counter(
+    "ann_exact_fallbacks",
+    "Vector searches of a bank with its own HNSW index that returned too few rows and were "
+    "done by an exact scan instead.", registry=None)
 PARSE_FAILURES = Counter(
     "extraction_parse_failures",
     "Turns whose LLM answer was not valid operations JSON even after the repair retry.",
@@ -92,7 +97,7 @@ for _outcome in EXTRACTION_OUTCOMES:  # every outcome is exported from the start
     EXTRACTIONS.labels(outcome=_outcome)
 
 _SHARED: tuple[Collector, ...] = (INLET_LATENCY, INLET_TIMEOUTS, HTTP_REQUESTS, EXTRACTIONS,
-                                  PARSE_FAILURES)
+                                  PARSE_FAILURES, ANN_FALLBACKS)
 
 
 def record_extraction(outcome: str) -> None:
@@ -110,6 +115,12 @@ def record_extraction(outcome: str) -> None:
 def record_inlet_timeout() -> None:
     """Count one inlet that passed the service's deadline and degraded."""
     INLET_TIMEOUTS.inc()
+
+
+def record_ann_fallbacks(count: int) -> None:
+    """Count vector searches that fell back from a bank's HNSW index to an exact scan."""
+    if count > 0:
+        ANN_FALLBACKS.inc(count)
 
 
 # --- scrape-time values -------------------------------------------------------------------

@@ -18,6 +18,7 @@ from service.config import Settings
 from service.embeddings.encoder import Encoder
 from service.flows.runtime import Runtime
 from service.flows.turns import requeue_waiting_turns
+from service.jobs import owner_indexes as owner_index_jobs
 from service.jobs import reembed as reembed_jobs
 from service.jobs.app import build_job_app, run_workers
 from service.llm.client import LLMClient
@@ -62,6 +63,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
             runtime = Runtime(settings=settings, db=db, encoder=enc, llm=llm, jobs=jobs)
             await requeue_waiting_turns(runtime)
             reembedding = await reembed_jobs.start(runtime, run_workers=settings.run_workers)
+            indexing = owner_index_jobs.start(runtime) if settings.run_workers else None
             if settings.run_workers:
                 workers = asyncio.create_task(
                     run_workers(runtime, concurrency=settings.worker_concurrency), name="workers")
@@ -71,6 +73,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
             finally:
                 app.state.runtime = None
                 await reembed_jobs.stop(reembedding)
+                await owner_index_jobs.stop(indexing)
                 if workers is not None:
                     workers.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

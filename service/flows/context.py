@@ -15,11 +15,11 @@ import numpy as np
 from service import observability
 from service.core import privacy, ranking, safety
 from service.core.ranking import RankingParams
-from service.core.records import ChatContext, RankedMemory, ReadScope
+from service.core.records import ChatContext, Memory, RankedMemory, ReadScope
 from service.core.reminders import Reminder
 from service.core.tokens import estimate_tokens
+from service.flows import candidates, relevance
 from service.flows import profile as profile_flow
-from service.flows import relevance
 from service.flows import reminders as reminders_flow
 from service.flows.runtime import Runtime
 from service.storage import memories, user_state
@@ -46,10 +46,11 @@ async def retrieve(
 ) -> list[RankedMemory]:
     """The read path's ranking for one query, best first (DESIGN §6.2).
 
-    Vector candidates (exact, top `candidate_limit`) and full-text candidates are fused by
-    RRF, blended with recency and diversified by MMR. With `apply_gate` the relevance bands
-    (and the optional LLM tier) drop what is not relevant enough to inject; without it the
-    full ranking comes back (what the retrieval benchmark measures).
+    Vector candidates (top `candidate_limit`: exact, or through a bank's own HNSW index
+    when it has very many memories) and full-text candidates are fused by RRF, blended with
+    recency and diversified by MMR. With `apply_gate` the relevance bands (and the optional
+    LLM tier) drop what is not relevant enough to inject; without it the full ranking comes
+    back (what the retrieval benchmark measures).
 
     Args:
         scope: cells the query may read; applied in SQL.
@@ -62,12 +63,9 @@ async def retrieve(
     if not scope or not query.strip():
         return []
     vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
-    pool = rt.settings.candidate_limit
-    async with rt.db.unit_of_work() as session:
-        semantic = await memories.search(session, scope=scope, query_vector=vector, limit=pool)
-        keyword = await memories.keyword_search(session, scope=scope, text=query, limit=pool,
-                                                query_vector=vector)
-    fused = ranking.fuse(semantic, keyword, params=params)
+    found = await candidates.gather(rt, scope=scope, query=query, query_vector=vector,
+                                    limit=rt.settings.candidate_limit)
+    fused = ranking.fuse(found.semantic, found.keyword, params=params)
     if apply_gate:
         fused = [f for f in fused if ranking.passes_gate(f, params=params)]
         fused = await relevance.apply_llm_tier(rt, query=query, items=fused, params=params)
@@ -148,15 +146,17 @@ async def _build(
     budget_tokens: int | None, now: datetime,
 ) -> ContextResult:
     params = rt.ranking_params(budget_tokens)
-    relevant = await retrieve(rt, scope=scope, query=message, now=now, limit=params.max_items,
-                              params=params, apply_gate=True)
-    profile = await profile_flow.profile_for(rt, user_id=chat.user_id,
-                                             collaborative=chat.collaborative)
-    core = []
-    if not profile:
-        async with rt.db.unit_of_work() as session:
-            core = await memories.core_memories(session, scope=scope,
-                                                limit=rt.settings.core_max_items)
+    # the profile (or the core memories) does not depend on the ranking: read it alongside
+    ranked = asyncio.ensure_future(retrieve(rt, scope=scope, query=message, now=now,
+                                            limit=params.max_items, params=params,
+                                            apply_gate=True))
+    known = asyncio.ensure_future(_profile_or_core(rt, chat=chat, scope=scope))
+    try:
+        relevant, (profile, core) = await asyncio.gather(ranked, known)
+    except BaseException:
+        ranked.cancel()
+        known.cancel()
+        raise
     # read-time guard: nothing instruction-like is injected, whatever was stored earlier
     relevant = [r for r in relevant if not safety.looks_like_instruction(r.memory.content)]
     core = [m for m in core if not safety.looks_like_instruction(m.content)]
@@ -169,6 +169,19 @@ async def _build(
     block = ranking.render_block(profile=profile, core=core_items, items=chosen)
     status = f"{len(used)} memories recalled" if used or profile else "no relevant memories"
     return ContextResult(block, used, profile, status)
+
+
+async def _profile_or_core(
+    rt: Runtime, *, chat: ChatContext, scope: ReadScope,
+) -> tuple[str | None, list[Memory]]:
+    """The chat's core memories profile, or without one its core memories (DESIGN §6.1)."""
+    profile = await profile_flow.profile_for(rt, user_id=chat.user_id,
+                                             collaborative=chat.collaborative)
+    if profile:
+        return profile, []
+    async with rt.db.unit_of_work() as session:
+        return None, await memories.core_memories(session, scope=scope,
+                                                  limit=rt.settings.core_max_items)
 
 
 async def _record_use(rt: Runtime, *, chat: ChatContext, used: list[RankedMemory]) -> None:

@@ -11,6 +11,7 @@ from service.embeddings.encoder import Encoder
 from service.llm.client import LLMClient
 from service.llm.relevance import RelevanceCache
 from service.storage.db import Database
+from service.storage.owner_indexes import IndexRegistry
 
 if TYPE_CHECKING:
     import procrastinate
@@ -26,6 +27,8 @@ class Runtime:
     llm: LLMClient
     jobs: procrastinate.App
     relevance_cache: RelevanceCache = field(default_factory=RelevanceCache)
+    #: which banks have their own indexes (catalog read at most every 30 s)
+    owner_indexes: IndexRegistry = field(default_factory=IndexRegistry)
 
     def ranking_params(self, budget_tokens: int | None = None) -> RankingParams:
         s = self.settings

@@ -76,9 +76,11 @@ class MemoryRow(Base):
 
     __table_args__ = (
         # Exact per-owner scans (no global HNSW: with pgvector 0.6 a filtered HNSW scan
-        # silently returns too few rows; see docs/discussions/retrieval.md).
-        Index("ix_memories_owner_bank_active", "owner_id", "bank",
-              postgresql_where=text("status = 'active'")),
+        # silently returns too few rows; see docs/discussions/retrieval.md). The trailing
+        # columns give a cell's core memories (best confidence, then newest) from an ordered
+        # scan. Heavy owners also get partial indexes at run time (storage/owner_indexes.py).
+        Index("ix_memories_owner_bank_core", "owner_id", "bank", "confidence", "created_at",
+              "seq", postgresql_where=text("status = 'active'")),
         Index("ix_memories_owner_status", "owner_kind", "owner_id", "status"),
         Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
     )

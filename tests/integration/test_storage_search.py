@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -72,3 +72,76 @@ async def test_scope_filter_separates_banks_of_one_owner(db: Database) -> None:
         found = await memories.search(session, scope=scope, query_vector=_unit(rng), limit=50)
     assert len(found) == 4
     assert {c.memory.bank for c in found} == {Bank.INTERACTION}
+
+
+async def test_pairwise_similarity_is_the_cosine_of_the_stored_vectors(db: Database) -> None:
+    rng = np.random.default_rng(11)
+    vectors = [_unit(rng) for _ in range(6)]
+    async with db.unit_of_work() as session:
+        stored = [await memories.insert(
+            session, owner_kind=OwnerKind.USER, owner_id="erin", bank=Bank.PERSONAL,
+            content=f"fact {i}", tags=[], confidence=0.9, source_kind=SourceKind.MANUAL,
+            source_chat_id=None, source_message_id=None, created_at=datetime.now(UTC),
+            embedding=None if i == 4 else v, embedding_model=None if i == 4 else "test")
+            for i, v in enumerate(vectors)]
+        # any order of seqs; the fifth memory has no vector yet
+        order = [stored[i].seq for i in (3, 0, 5, 4, 1, 2)]
+        matrix = await memories.pairwise_similarity(session, seqs=order)
+    expected = np.array([[float(vectors[a] @ vectors[b]) for b in (3, 0, 5, 4, 1, 2)]
+                         for a in (3, 0, 5, 4, 1, 2)])
+    expected[3, :] = expected[:, 3] = 0.0
+    np.fill_diagonal(expected, 1.0)
+    assert matrix.shape == (6, 6)
+    np.testing.assert_allclose(matrix, expected, atol=1e-6)
+
+
+async def test_core_memories_are_the_most_confident_then_newest_across_banks(db: Database) -> None:
+    rng = np.random.default_rng(5)
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    rows = []
+    async with db.unit_of_work() as session:
+        for i in range(30):
+            bank = (Bank.PERSONAL, Bank.INTERACTION)[i % 2]
+            rows.append(await memories.insert(
+                session, owner_kind=OwnerKind.USER, owner_id="fay", bank=bank,
+                content=f"fact {i}", tags=[], confidence=(0.6, 0.9, 0.75)[i % 3],
+                source_kind=SourceKind.MANUAL, source_chat_id=None, source_message_id=None,
+                created_at=start + timedelta(days=i % 7), embedding=_unit(rng),
+                embedding_model="test"))
+        scope = ReadScope((Scope(OwnerKind.USER, "fay", Bank.PERSONAL),
+                           Scope(OwnerKind.USER, "fay", Bank.INTERACTION),
+                           Scope(OwnerKind.USER, "gus", Bank.PERSONAL)))
+        core = await memories.core_memories(session, scope=scope, limit=7)
+    best = sorted(rows, key=lambda m: (-m.confidence, -m.created_at.timestamp(), -m.seq))[:7]
+    assert [m.seq for m in core] == [m.seq for m in best]
+
+
+async def test_candidates_of_one_statement_equal_search_and_keyword_search(db: Database) -> None:
+    rng = np.random.default_rng(17)
+    words = ("bikes", "Lisbon", "tea", "chess", "Kyoto", "violin")
+    async with db.unit_of_work() as session:
+        for owner, bank in (("hana", Bank.PERSONAL), ("hana", Bank.INTERACTION),
+                            ("ivan", Bank.PERSONAL)):
+            for i in range(80):
+                await memories.insert(
+                    session, owner_kind=OwnerKind.USER, owner_id=owner, bank=bank,
+                    content=f"{owner} likes {words[i % 6]} and {words[(i * 7) % 6]} ({i})",
+                    tags=[], confidence=0.9, source_kind=SourceKind.MANUAL,
+                    source_chat_id=None, source_message_id=None, created_at=datetime.now(UTC),
+                    embedding=None if i % 10 == 0 else _unit(rng), embedding_model="test")
+    scope = ReadScope((Scope(OwnerKind.USER, "hana", Bank.PERSONAL),
+                       Scope(OwnerKind.USER, "hana", Bank.INTERACTION)))
+    query, text = _unit(rng), "bikes in Kyoto?"
+    async with db.unit_of_work() as session:
+        both = await memories.candidates(session, scope=scope, query_vector=query, text=text,
+                                         limit=30)
+        semantic = await memories.search(session, scope=scope, query_vector=query, limit=30)
+        keyword = await memories.keyword_search(session, scope=scope, text=text, limit=30,
+                                                query_vector=query)
+        vector_only = await memories.candidates(session, scope=scope, query_vector=query,
+                                                text="  ", limit=30)
+    assert both.semantic == semantic
+    assert both.keyword == keyword
+    assert len(keyword) == 30 and {c.memory.owner_id for c in keyword} == {"hana"}
+    assert both.exact_fallbacks == 0
+    assert vector_only.semantic == semantic and vector_only.keyword == []
