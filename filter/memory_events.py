@@ -3,7 +3,7 @@ title: Memory Events
 author: Memory Banks contributors
 version: 0.1.0
 required_open_webui_version: 0.12.0
-description: Companion of the Memory Banks filter. When a chat or a user account is deleted in Open WebUI, the memory service forgets the memories that belonged to that chat or user only.
+description: Companion of the Memory Banks filter. When a chat, a folder or a user account is deleted in Open WebUI, the memory service forgets the memories that belonged to it only.
 license: MIT
 """
 
@@ -42,7 +42,8 @@ class Event:
         __event_name__: str | None = None,
     ) -> None:
         """On `chat.deleted` / `chat.deleted_all`, ask the service to forget Chat Memory; on
-        `user.deleted`, everything that was only that user's.
+        `folder.deleted`, the folders' Project Memory (and their chats' Chat Memory when the
+        chats went with them); on `user.deleted`, everything that was only that user's.
 
         Open WebUI 0.12 passes the event as a dict whose `subject` names what it is about:
         `{"event": "chat.deleted", "subject": {"type": "chat", "id": <chat id>}, ...}` and
@@ -61,6 +62,13 @@ class Event:
                 await _delete(
                     self.valves, f"/v1/users/{quote(subject_id, safe='')}/chat-memories"
                 )
+            elif name == "folder.deleted":
+                data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+                ids = data.get("folder_ids") or [subject_id]
+                with_chats = "true" if data.get("delete_contents") else "false"
+                for folder_id in [i for i in ids if isinstance(i, str) and i]:
+                    await _delete(self.valves, f"/v1/folders/{quote(folder_id, safe='')}"
+                                               f"/memories?with_chats={with_chats}")
             elif name == "user.deleted" and subject.get("type") == "user":
                 await _delete(self.valves, f"/v1/users/{quote(subject_id, safe='')}/memories")
         except Exception as exc:  # an event handler must never break Open WebUI

@@ -44,9 +44,11 @@ _SENTENCE_END = re.compile(r"[!?\n]|\.(?=\s|$)")
 _REQUEST_LEAD = re.compile(
     r"(?:^|,|\b(?:can|could|will|would)\s+you(?:\s+please)?|\bplease|\bpls|\bjust)\W*$",
     re.IGNORECASE)
-# "remind me what her name was", "remind me of…", "remind me again": questions, not requests
+# "remind me what her name was", "remind me of…", "remind me again", "remind me about X"
+# (with no time or topic): questions, not requests
 _NOT_A_REQUEST = re.compile(
-    r"^(?:what|who|whom|whose|how|where|why|which|whether|of|again|that)\b", re.IGNORECASE)
+    r"^(?:what|who|whom|whose|how|where|why|which|whether|of|again|that|about)\b",
+    re.IGNORECASE)
 _RECURRING = re.compile(
     r"\b(?:every(?:\s+other)?\s+(?:day|morning|evening|night|week|weekday|month|year|hour"
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d+)|daily|weekly|monthly"

@@ -16,7 +16,7 @@ from service import observability
 from service.core import privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, Memory, RankedMemory, ReadScope
-from service.core.reminders import Reminder
+from service.core.reminders import Reminder, owner_of
 from service.core.tokens import estimate_tokens
 from service.flows import candidates, relevance
 from service.flows import profile as profile_flow
@@ -86,16 +86,21 @@ async def build_context(
 ) -> ContextResult:
     """The block for the inlet: the memories (`recall`) and the "Reminders" section.
 
-    Due reminders are fired first, outside the memories' deadline, so the deadline's
-    fallback never drops a reminder already marked fired (flows/reminders.py).
+    Due reminders are fired beside the memories' ranking but outside its deadline, so the
+    deadline's fallback never drops a reminder already marked fired (flows/reminders.py).
 
     Args:
         message_id: the user message's id; keys a reminder it asks for (None: its text).
     """
     now = now or datetime.now(UTC)
-    turn = await reminders_flow.for_turn(rt, chat=chat, message=message, now=now,
-                                         message_id=message_id)
-    result = await recall(rt, chat=chat, message=message, budget_tokens=budget_tokens, now=now)
+    if message.strip() and owner_of(chat) is not None and privacy.read_scope(chat):
+        # both steps need the message's vector (the reminders already before any deadline):
+        # embed it once, both find it in the cache
+        await rt.encoder.encode_one(message)
+    # independent of each other; for_turn never raises, recall degrades within its deadline
+    turn, result = await asyncio.gather(
+        reminders_flow.for_turn(rt, chat=chat, message=message, now=now, message_id=message_id),
+        recall(rt, chat=chat, message=message, budget_tokens=budget_tokens, now=now))
     if not turn.section:
         return result
     return dataclasses.replace(

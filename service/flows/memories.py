@@ -202,6 +202,36 @@ async def forget_chats_of_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     return await forget_chat(rt, chat_ids=sorted(chat_ids), actor=actor)
 
 
+async def forget_folders(rt: Runtime, *, folder_ids: Sequence[str], with_chats: bool,
+                         actor: str) -> int:
+    """Folders were deleted in Open WebUI: forget their Project Memory and, when their chats
+    were deleted with them (`with_chats`), those chats' Chat Memory.
+
+    A deleted folder's id never comes back, so its Project Memory could never be read again;
+    its chats are known from the turns handed over while they were in the folder.
+
+    Returns:
+        Number of memories forgotten.
+    """
+    if not folder_ids:
+        return 0
+    scope = ReadScope(tuple(Scope(OwnerKind.FOLDER, f, Bank.PROJECT) for f in folder_ids))
+    async with rt.db.unit_of_work() as session:
+        chat_ids = await turns.chat_ids_in_folders(session, folder_ids=folder_ids)
+        if with_chats:
+            await turns.discard(session, chat_ids=chat_ids)
+        rows = await memories.export_rows(session, scope=scope)
+    count = 0
+    for memory in rows:
+        try:
+            count += await forget(rt, scope=scope, memory_id=memory.id, actor=actor) and 1
+        except MemoryNotFound:
+            continue  # part of an earlier memory's history, already forgotten
+    if with_chats:
+        count += await forget_chat(rt, chat_ids=chat_ids, actor=actor)
+    return count
+
+
 async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     """A user account was deleted: forget everything that was only theirs.
 

@@ -1,6 +1,6 @@
 """Reminders of one turn (fire the due ones, set the one asked for) and of one user.
 
-The inlet calls `for_turn` before ranking memories: due reminders are marked fired in the
+The inlet calls `for_turn` beside the ranking of memories: due reminders are marked fired in the
 same statement that finds them, so each is injected once however many inlets run at once.
 Reminders follow the Personal bank's rules (DESIGN §3; `core.reminders.owner_of`).
 """
@@ -92,14 +92,18 @@ async def _fire(
     rt: Runtime, *, user_id: str, chat: ChatContext, message: str, now: datetime, key: str,
 ) -> list[Reminder]:
     model = rt.encoder.model_name
-    async with rt.db.unit_of_work() as session:
-        stale = await reminders.stale_cues(session, user_id=user_id, model=model)
-    if stale:  # cues of another embedding model cannot be compared with this one's vectors
-        vectors = await rt.encoder.encode([r.cue or "" for r in stale])
+    # reminders set from now on get this model's vectors when stored: one check per user and
+    # hour keeps a query off most inlets
+    if (user_id, model) not in rt.reminder_cues_current:
         async with rt.db.unit_of_work() as session:
-            for reminder, vector in zip(stale, vectors, strict=True):
-                await reminders.store_cue_vector(session, user_id=user_id, seq=reminder.seq,
-                                                 vector=vector, model=model)
+            stale = await reminders.stale_cues(session, user_id=user_id, model=model)
+        if stale:  # cues of another embedding model cannot be compared with this one's vectors
+            vectors = await rt.encoder.encode([r.cue or "" for r in stale])
+            async with rt.db.unit_of_work() as session:
+                for reminder, vector in zip(stale, vectors, strict=True):
+                    await reminders.store_cue_vector(session, user_id=user_id,
+                                                     seq=reminder.seq, vector=vector, model=model)
+        rt.reminder_cues_current[(user_id, model)] = True
     vector = await rt.encoder.encode_one(message)  # cached: the ranking reuses it
     async with rt.db.unit_of_work() as session:
         due = await reminders.fire(

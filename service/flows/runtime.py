@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cachetools import TTLCache
+
 from service.config import Settings
 from service.core.ranking import RankingParams
 from service.embeddings.encoder import Encoder
@@ -29,6 +31,9 @@ class Runtime:
     relevance_cache: RelevanceCache = field(default_factory=RelevanceCache)
     #: which banks have their own indexes (catalog read at most every 30 s)
     owner_indexes: IndexRegistry = field(default_factory=IndexRegistry)
+    #: (user, model) pairs whose reminder cues all carry that model's vectors (checked hourly)
+    reminder_cues_current: TTLCache[tuple[str, str], bool] = field(
+        default_factory=lambda: TTLCache(maxsize=50_000, ttl=3600))
 
     def ranking_params(self, budget_tokens: int | None = None) -> RankingParams:
         s = self.settings

@@ -200,6 +200,15 @@ async def discard(
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
+async def chat_ids_in_folders(session: AsyncSession, *, folder_ids: Sequence[str]) -> list[str]:
+    """Every chat a turn was handed over from while it was in one of these folders."""
+    if not folder_ids:
+        return []
+    folder = TurnRow.payload["chat"]["folder_id"].astext
+    stmt = select(TurnRow.chat_id).where(folder.in_(list(folder_ids))).distinct()
+    return sorted(str(c) for c in (await session.execute(stmt)).scalars() if c)
+
+
 async def chat_ids_of(session: AsyncSession, *, user_id: str) -> list[str]:
     """Every chat the user handed a turn over from."""
     stmt = select(TurnRow.chat_id).where(TurnRow.user_id == user_id).distinct()

@@ -87,3 +87,24 @@ def test_deleting_a_user_forgets_their_memories_and_keeps_others(stack: Stack):
                == [], timeout_s=EVENT_WAIT_S, what="the deleted user's memories to be forgotten")
     kept = stack.service.get(f"/v1/users/{stack.users['b'].id}/memories").json()["items"]
     assert "Bob rides a red bicycle" in [m["content"] for m in kept]
+
+
+def test_deleting_a_folder_with_its_chats_forgets_its_project_and_chat_memory(stack: Stack):
+    a = stack.users["a"]
+    alice = stack.client("a")
+    folder = alice.call("POST", "/api/v1/folders/", json={"name": "Shed rebuild"})
+    thread = alice.new_thread("shed", folder_id=folder["id"])
+    added = stack.service.post(f"/v1/users/{a.id}/memories", json={
+        "content": "The shed gets a green roof", "bank": "project", "folder_id": folder["id"]})
+    assert added.status_code == 201, added.text
+    alice.send(thread, "Let's plan the shed")  # the service learns the chat's folder
+    _remember_in_chat(alice, thread, "This chat lists the shed's timber")
+
+    deleted = alice.call("DELETE", f"/api/v1/folders/{folder['id']}?delete_contents=true")
+
+    assert deleted is True
+    wait_until(lambda: stack.service.get(f"/v1/users/{a.id}/memories", params={
+        "folder_id": folder["id"], "bank": "project"}).json()["items"] == [],
+        timeout_s=EVENT_WAIT_S, what="the folder's Project Memory to be forgotten")
+    wait_until(lambda: _chat_memory(stack, a.id, thread.chat_id) == NOTHING_LEFT,
+               timeout_s=EVENT_WAIT_S, what="the folder chat's memory to be forgotten")

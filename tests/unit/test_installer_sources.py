@@ -31,7 +31,7 @@ def test_installer_reads_three_functions_named_by_their_frontmatter():
         "memory_events": ("Memory Events", "memory_events"),
     }
     assert sources["memory_events"].description.startswith(
-        "Companion of the Memory Banks filter. When a chat or a user account is deleted")
+        "Companion of the Memory Banks filter. When a chat, a folder or a user account is deleted")
 
 
 def test_installer_sources_load_as_the_function_types_open_webui_expects():

@@ -139,6 +139,7 @@ def test_the_request_is_quoted_as_typed() -> None:
     "remind me what my sister's name is",
     "Oh, remind me: what was her name?",
     "remind me of her name",
+    "Remind me about quiet lamps in Oslo",  # no time or topic: "tell me again", not a request
     "remind me again what we said",
     "remind me that the meeting moved",
     "you remind me of my brother",

@@ -115,3 +115,15 @@ async def forget_user_memories(rt: RuntimeDep, user_id: str = UserId) -> dict[st
     Project Memory belongs to its folder and stays."""
     return {"forgotten": await memories.forget_user(rt, user_id=user_id,
                                                     actor="openwebui:user.deleted")}
+
+
+@chats.delete("/folders/{folder_id}/memories")
+async def forget_folder_memories(
+    rt: RuntimeDep, folder_id: str = Path(min_length=1, max_length=255),
+    with_chats: bool = Query(default=False, description=(
+        "The folder's chats were deleted with it: forget their Chat Memory too.")),
+) -> dict[str, int]:
+    """A folder was deleted in Open WebUI: forget its Project Memory (the Memory Events
+    function calls this on `folder.deleted`, once per folder of the deleted subtree)."""
+    return {"forgotten": await memories.forget_folders(
+        rt, folder_ids=[folder_id], with_chats=with_chats, actor="openwebui:folder.deleted")}
