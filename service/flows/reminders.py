@@ -91,6 +91,8 @@ def _source_key(chat: ChatContext, *, message: str, message_id: str | None) -> s
 async def _fire(
     rt: Runtime, *, user_id: str, chat: ChatContext, message: str, now: datetime, key: str,
 ) -> list[Reminder]:
+    if user_id in rt.reminders_none_pending:
+        return []  # most users have no reminder waiting: no query on their inlets
     model = rt.encoder.model_name
     # reminders set from now on get this model's vectors when stored: one check per user and
     # hour keeps a query off most inlets
@@ -110,6 +112,8 @@ async def _fire(
             session, user_id=user_id, now=now, query_vector=vector, model=model,
             min_similarity=rt.settings.reminder_similarity, chat_id=chat.chat_id,
             except_key=key)
+        if not await reminders.has_pending(session, user_id=user_id):
+            rt.reminders_none_pending[user_id] = True
     due.sort(key=lambda r: (r.due_at or r.created_at, r.seq))
     return due
 
@@ -150,12 +154,14 @@ async def _store(
     if cue is not None:
         cue_vector = await rt.encoder.encode_one(cue)
     async with rt.db.unit_of_work() as session:
-        return await reminders.insert(
+        stored = await reminders.insert(
             session, user_id=user_id, content=content, trigger=trigger.kind,
             due_at=trigger.due_at, all_day=trigger.all_day,
             timezone=policy.resolve_zone(timezone)[1], cue=cue, cue_vector=cue_vector,
             embedding_model=rt.encoder.model_name if cue_vector is not None else None,
             source_chat_id=source_chat_id, source_key=source_key, created_at=now)
+    rt.reminders_none_pending.pop(user_id, None)  # after the commit: the next inlet sees it
+    return stored
 
 
 # --- the user's reminders: commands and the HTTP API -----------------------------------------

@@ -93,6 +93,12 @@ async def fire(
     return [to_record(r) for r in (await session.execute(stmt)).scalars()]
 
 
+async def has_pending(session: AsyncSession, *, user_id: str) -> bool:
+    """True when the user has a reminder that has neither fired nor been cancelled."""
+    stmt = select(ReminderRow.id).where(ReminderRow.user_id == user_id, *_PENDING).limit(1)
+    return (await session.execute(stmt)).scalar() is not None
+
+
 async def stale_cues(session: AsyncSession, *, user_id: str, model: str) -> list[Reminder]:
     """The user's pending context reminders whose cue has no vector of `model`."""
     stmt = select(ReminderRow).where(
