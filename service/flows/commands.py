@@ -236,12 +236,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
         await turns.discard(session, user_id=chat.user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
-    for memory in rows:
-        try:
-            await memory_flow.forget(rt, scope=own, memory_id=memory.id,
-                                     actor=f"user:{chat.user_id}")
-        except MemoryNotFound:
-            continue  # part of an earlier memory's history, already forgotten
+    await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")
     cancelled = await reminder_flow.cancel_all(rt, user_id=chat.user_id)
     also = f" and {cancelled} reminders" if cancelled else ""
     return (f"Forgot all {len(rows)} memories{also}. Project memories of shared folders "

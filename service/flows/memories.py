@@ -185,13 +185,7 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
         # texts kept for the chats' summaries go now, so no summary is written for a gone chat
         await chat_summary.erase_uncovered(session, chat_ids=chat_ids)
         rows = await memories.export_rows(session, scope=scope)
-    count = 0
-    for memory in rows:
-        try:
-            count += await forget(rt, scope=scope, memory_id=memory.id, actor=actor) and 1
-        except MemoryNotFound:
-            continue  # an earlier version already forgotten with its successor
-    return count
+    return await forget_all_of(rt, scope=scope, rows=rows, actor=actor)
 
 
 async def forget_chats_of_user(rt: Runtime, *, user_id: str, actor: str) -> int:
@@ -221,12 +215,7 @@ async def forget_folders(rt: Runtime, *, folder_ids: Sequence[str], with_chats: 
         if with_chats:
             await turns.discard(session, chat_ids=chat_ids)
         rows = await memories.export_rows(session, scope=scope)
-    count = 0
-    for memory in rows:
-        try:
-            count += await forget(rt, scope=scope, memory_id=memory.id, actor=actor) and 1
-        except MemoryNotFound:
-            continue  # part of an earlier memory's history, already forgotten
+    count = await forget_all_of(rt, scope=scope, rows=rows, actor=actor)
     if with_chats:
         count += await forget_chat(rt, chat_ids=chat_ids, actor=actor)
     return count
@@ -248,18 +237,26 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
         await turns.discard(session, user_id=user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
-    count = 0
-    for memory in rows:
-        try:
-            count += await forget(rt, scope=own, memory_id=memory.id, actor=actor) and 1
-        except MemoryNotFound:
-            continue  # part of an earlier memory's history, already forgotten
+    count = await forget_all_of(rt, scope=own, rows=rows, actor=actor)
     count += await forget_chats_of_user(rt, user_id=user_id, actor=actor)
     await reminder_flow.cancel_all(rt, user_id=user_id)
     async with rt.db.unit_of_work() as session:
         await profiles.remove_user(session, user_id=user_id)
         await user_state.remove_user(session, user_id=user_id)
     profile_flow.drop_cached(user_id)
+    return count
+
+
+async def forget_all_of(rt: Runtime, *, scope: ReadScope, rows: Sequence[Memory],
+                        actor: str) -> int:
+    """Forget each of `rows` (see `forget`); returns how many were forgotten now (a row
+    already forgotten as part of another memory's history is skipped)."""
+    count = 0
+    for memory in rows:
+        try:
+            count += await forget(rt, scope=scope, memory_id=memory.id, actor=actor) and 1
+        except MemoryNotFound:
+            continue  # an earlier version, already forgotten with its successor
     return count
 
 
