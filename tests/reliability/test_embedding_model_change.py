@@ -41,17 +41,21 @@ def _wait(live: LiveService, predicate, timeout_s: float = 90) -> dict:  # type:
         time.sleep(0.2)
 
 
-def test_another_384_dimension_model_re_embeds_in_the_background(
-    database_url: str, encoder: Encoder, tmp_path: Path
-) -> None:
-    first = LiveService.start(database_url=database_url, encoder=encoder,
-                              state_dir=tmp_path / "s1")
+def _store_facts_with(encoder: Encoder, *, database_url: str, state_dir: Path) -> None:
+    """Store FACTS through a service running `encoder`, then stop it."""
+    first = LiveService.start(database_url=database_url, encoder=encoder, state_dir=state_dir)
     try:
         for fact in FACTS:
             assert first.client.post(f"/v1/users/{USER}/memories",
                                      json={"content": fact}).status_code == 201
     finally:
         first.stop()
+
+
+def test_another_384_dimension_model_re_embeds_in_the_background(
+    database_url: str, encoder: Encoder, tmp_path: Path
+) -> None:
+    _store_facts_with(encoder, database_url=database_url, state_dir=tmp_path / "s1")
     assert _embedding_models(database_url) == [("all-MiniLM-L6-v2", 5)]
 
     variant = Encoder(renamed_model(tmp_path / "minilm-variant"))
@@ -121,14 +125,7 @@ def _dimensions(url: str) -> list[tuple[str | None, int | None, int]]:
 def test_a_model_of_another_dimension_re_embeds_in_the_background_and_back(
     database_url: str, encoder: Encoder, tmp_path: Path
 ) -> None:
-    first = LiveService.start(database_url=database_url, encoder=encoder,
-                              state_dir=tmp_path / "s1")
-    try:
-        for fact in FACTS:
-            assert first.client.post(f"/v1/users/{USER}/memories",
-                                     json={"content": fact}).status_code == 201
-    finally:
-        first.stop()
+    _store_facts_with(encoder, database_url=database_url, state_dir=tmp_path / "s1")
     assert _dimensions(database_url) == [("all-MiniLM-L6-v2", 384, 5)]
 
     wide = Encoder(wide_model(tmp_path / "wide-768"), backend="torch")
