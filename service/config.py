@@ -177,6 +177,15 @@ class Settings(BaseSettings):
         """True when extraction has an endpoint and a model."""
         return bool(self.llm_base_url and self.llm_model)
 
+    def server_settings(self) -> dict[str, str]:
+        """PostgreSQL settings every pooled connection starts with (storage.db.create_engine).
+
+        hnsw.ef_search is the value the read path's HNSW scans use, so they need no SET.
+        """
+        from service.storage.memories import hnsw_ef_search
+
+        return {"hnsw.ef_search": str(hnsw_ef_search(self.ann_ef_search, self.candidate_limit))}
+
     def bearer_key(self) -> str:
         """The API key: from the environment, else generated once into the state dir."""
         if self.api_key is not None and self.api_key.get_secret_value():

@@ -48,7 +48,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
         if not url:
             url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
         await asyncio.to_thread(migrate.upgrade, url)
-        db = Database.connect(url)
+        db = Database.connect(url, server_settings=settings.server_settings())
         own_encoder = encoder is None
         enc = encoder or await asyncio.to_thread(
             Encoder, settings.embedding_model_path, threads=settings.embedding_threads,

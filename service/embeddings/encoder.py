@@ -124,6 +124,11 @@ class Encoder:
         """Embed `texts` on the encoder thread: (len(texts), dim) float32, L2-normalized."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:  # all cached (the inlet's second look-up): no hop to the thread
+            cached = [self._cache.get(t) for t in texts]
+            if all(v is not None for v in cached):
+                self.hits += len(texts)
+                return np.stack(cached)  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.encode_sync, list(texts))
 

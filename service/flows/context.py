@@ -180,11 +180,11 @@ async def _profile_or_core(
     rt: Runtime, *, chat: ChatContext, scope: ReadScope,
 ) -> tuple[str | None, list[Memory]]:
     """The chat's core memories profile, or without one its core memories (DESIGN §6.1)."""
-    profile = await profile_flow.profile_for(rt, user_id=chat.user_id,
-                                             collaborative=chat.collaborative)
-    if profile:
-        return profile, []
     async with rt.db.unit_of_work() as session:
+        profile = await profile_flow.read_profile(rt, session, user_id=chat.user_id,
+                                                  collaborative=chat.collaborative)
+        if profile:
+            return profile, []
         return None, await memories.core_memories(session, scope=scope,
                                                   limit=rt.settings.core_max_items)
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from cachetools import TTLCache
 from procrastinate import exceptions as job_errors
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import profile as policy
 from service.core.profile import ProfileView
@@ -92,9 +93,15 @@ def drop_cached(user_id: str) -> None:
 
 async def profile_for(rt: Runtime, *, user_id: str, collaborative: bool) -> str | None:
     """The stored profile text a chat may see; stale ones trigger a background refresh."""
-    view = policy.view_for(collaborative=collaborative)
     async with rt.db.unit_of_work() as session:
-        found = await profiles.get(session, user_id=user_id, view=view.value)
+        return await read_profile(rt, session, user_id=user_id, collaborative=collaborative)
+
+
+async def read_profile(rt: Runtime, session: AsyncSession, *, user_id: str,
+                       collaborative: bool) -> str | None:
+    """`profile_for` within the caller's unit of work."""
+    view = policy.view_for(collaborative=collaborative)
+    found = await profiles.get(session, user_id=user_id, view=view.value)
     if found is None:
         _recent.pop((user_id, view.value), None)
         return None

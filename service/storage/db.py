@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.exc import DataError, InterfaceError, OperationalError
+from sqlalchemy import event, text
+from sqlalchemy.exc import DataError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -67,19 +68,72 @@ def libpq_url(url: str) -> str:
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
-    """Async engine for `url` with auto-prepare off.
+PING_AFTER_IDLE_S = 10.0
+"""A pooled connection unused for longer than this (seconds) is pinged before it is handed
+out; busier ones are not, since the ping is a round trip on every request's path. When the
+server restarts under a busy pool the first statement on a dead connection fails (the read
+path answers without memories, jobs retry) and SQLAlchemy then replaces every pooled
+connection ("optimistic" disconnect handling, SQLAlchemy docs: Connection Pooling)."""
+
+
+def create_engine(url: str, *, pool_size: int = 10,
+                  server_settings: Mapping[str, str] | None = None) -> AsyncEngine:
+    """Async engine for `url` with auto-prepare off and idle connections pinged.
 
     Server-side prepared statements could cache a generic plan for the vector query; turning
-    auto-prepare off keeps every plan fresh (docs/discussions/retrieval.md).
+    auto-prepare off keeps every plan fresh (docs/discussions/retrieval.md). The pool hands out
+    the most recently used connection first (LIFO), so a steady load keeps a few warm
+    connections and the rest stay idle.
+
+    Args:
+        server_settings: PostgreSQL settings every connection starts with (libpq `options`,
+            after any the URL has), e.g. {"hnsw.ef_search": "100"}; also kept in each
+            connection's `info["server_settings"]`, so a query can tell whether it must
+            change one for its transaction.
     """
-    return create_async_engine(
+    settings = dict(server_settings or {})
+    connect_args: dict[str, Any] = {"prepare_threshold": None}
+    if settings:
+        given = make_url(url).query.get("options")
+        connect_args["options"] = " ".join(
+            [*([given] if isinstance(given, str) else list(given or ())),
+             *(f"-c {name}={value}" for name, value in settings.items())])
+    engine = create_async_engine(
         async_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
-        connect_args={"prepare_threshold": None},
+        pool_use_lifo=True,
+        connect_args=connect_args,
     )
+
+    @event.listens_for(engine.sync_engine.pool, "connect")
+    def _started_with(_dbapi_connection: Any, record: Any) -> None:
+        record.info["server_settings"] = settings
+
+    _ping_idle_connections(engine)
+    return engine
+
+
+def _ping_idle_connections(engine: AsyncEngine) -> None:
+    """Ping connections idle for PING_AFTER_IDLE_S before use; a dead one is replaced."""
+    pool = engine.sync_engine.pool
+    dialect = engine.sync_engine.dialect
+
+    @event.listens_for(pool, "checkin")
+    def _idle_from(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(pool, "checkout")
+    def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("idle_since")
+        if since is None or time.monotonic() - since < PING_AFTER_IDLE_S:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            # the pool discards this connection and checks out another (up to three tries)
+            raise DisconnectionError(f"pooled connection is dead: {exc}") from exc
 
 
 @dataclass
@@ -90,8 +144,10 @@ class Database:
     sessions: async_sessionmaker[AsyncSession]
 
     @classmethod
-    def connect(cls, url: str, *, pool_size: int = 10) -> Database:
-        engine = create_engine(url, pool_size=pool_size)
+    def connect(cls, url: str, *, pool_size: int = 10,
+                server_settings: Mapping[str, str] | None = None) -> Database:
+        """Engine and sessions for `url` (see `create_engine` for the arguments)."""
+        engine = create_engine(url, pool_size=pool_size, server_settings=server_settings)
         return cls(engine, async_sessionmaker(engine, expire_on_commit=False))
 
     @contextlib.asynccontextmanager

@@ -51,20 +51,30 @@ from service.core.records import (
 from service.storage.owner_indexes import IndexedCells
 from service.storage.tables import MemoryRow
 
+# value → member, looked up directly: calling the enum class cost more than the rest of a row
+_OWNER_KINDS = {m.value: m for m in OwnerKind}
+_BANKS = {m.value: m for m in Bank}
+_STATUSES = {m.value: m for m in Status}
+_SOURCE_KINDS = {m.value: m for m in SourceKind}
+
 
 def to_record(row: Any) -> Memory:
-    """A frozen record from an ORM row, or from a result row with the same column names."""
+    """A frozen record from an ORM row, or from a result row with the same column names.
+
+    Raises:
+        ValueError: a stored owner kind, bank, status or source kind this version lacks.
+    """
     return Memory(
         id=row.id,
         seq=row.seq,
-        owner_kind=OwnerKind(row.owner_kind),
+        owner_kind=_OWNER_KINDS.get(row.owner_kind) or OwnerKind(row.owner_kind),
         owner_id=row.owner_id,
-        bank=Bank(row.bank),
+        bank=_BANKS.get(row.bank) or Bank(row.bank),
         content=row.content,
         tags=tuple(row.tags or ()),
         confidence=row.confidence,
-        status=Status(row.status),
-        source_kind=SourceKind(row.source_kind),
+        status=_STATUSES.get(row.status) or Status(row.status),
+        source_kind=_SOURCE_KINDS.get(row.source_kind) or SourceKind(row.source_kind),
         source_chat_id=row.source_chat_id,
         source_message_id=row.source_message_id,
         created_at=row.created_at,
@@ -307,6 +317,11 @@ HNSW_MAX_EF_SEARCH = 1_000
 """pgvector's upper bound of `hnsw.ef_search`."""
 
 
+def hnsw_ef_search(floor: int, limit: int) -> int:
+    """`hnsw.ef_search` for a scan asked for `limit` rows: max(floor, 2 × limit), ≤ 1,000."""
+    return min(max(floor, 2 * limit), HNSW_MAX_EF_SEARCH)
+
+
 async def candidates(
     session: AsyncSession, *, scope: ReadScope, query_vector: np.ndarray, text: str,
     limit: int, indexed: IndexedCells | None = None,
@@ -353,8 +368,10 @@ async def candidates(
             params |= {f"{prefix}{i}_kind": cell.owner_kind.value,
                        f"{prefix}{i}_owner": cell.owner_id, f"{prefix}{i}_bank": cell.bank.value}
     if ann:
-        ef_search = min(max(indexed.ef_search, 2 * limit), HNSW_MAX_EF_SEARCH)
-        await session.execute(select(func.set_config("hnsw.ef_search", str(ef_search), True)))
+        ef_search = str(hnsw_ef_search(indexed.ef_search, limit))
+        started_with = (await session.connection()).info.get("server_settings", {})
+        if started_with.get("hnsw.ef_search") != ef_search:  # else one round trip saved
+            await session.execute(select(func.set_config("hnsw.ef_search", ef_search, True)))
     rows = (await session.execute(_candidates_statement(shape), params)).all()
 
     by_branch: dict[int, list[Any]] = {branch: [] for branch in range(len(ann) + 1)}
@@ -667,9 +684,9 @@ async def tombstone(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], a
 async def mark_used(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], at: datetime) -> None:
     """Record that memories were injected into a prompt at `at`."""
     if memory_ids:
+        # a Core statement: the ORM's bulk-update bookkeeping cost more than the UPDATE
         await session.execute(
-            update(MemoryRow).where(MemoryRow.id.in_(list(memory_ids)),
-                                    or_(MemoryRow.last_used_at.is_(None),
-                                        MemoryRow.last_used_at < at))
+            update(_TABLE).where(_TABLE.c.id.in_(list(memory_ids)),
+                                 or_(_TABLE.c.last_used_at.is_(None), _TABLE.c.last_used_at < at))
             .values(last_used_at=at)
         )

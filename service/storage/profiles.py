@@ -28,7 +28,10 @@ class Profile:
 
 async def get(session: AsyncSession, *, user_id: str, view: str) -> Profile | None:
     """The user's profile for `view`, if one was written."""
-    row = await session.get(ProfileRow, (user_id, view))
+    # a Core select: the ORM's identity map and loading cost more than the query on the inlet
+    table = ProfileRow.__table__
+    row = (await session.execute(select(table).where(
+        table.c.user_id == user_id, table.c.view == view))).first()
     if row is None:
         return None
     return Profile(row.user_id, row.view, row.content, tuple(row.source_ids),

@@ -29,7 +29,8 @@ async def record_injection(
     session: AsyncSession, *, user_id: str, chat_id: str, at: datetime, items: list[dict[str, Any]]
 ) -> None:
     """Remember which memories (ids, similarity, score) went into this chat's latest turn."""
-    stmt = pg_insert(InjectionRow).values(user_id=user_id, chat_id=chat_id, at=at, items=items)
+    stmt = pg_insert(InjectionRow.__table__).values(user_id=user_id, chat_id=chat_id, at=at,
+                                                    items=items)
     await session.execute(stmt.on_conflict_do_update(
         index_elements=["user_id", "chat_id"], set_={"at": at, "items": items}))
 

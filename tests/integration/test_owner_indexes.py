@@ -15,6 +15,7 @@ import numpy as np
 import psycopg
 import pytest
 from sqlalchemy import event
+from sqlalchemy import text as sql
 
 from service.config import Settings
 from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
@@ -60,7 +61,9 @@ async def runtime(database_url: str, encoder: Encoder,
     def build(**env: Any) -> Runtime:
         settings = Settings(DATABASE_URL=database_url, MEMORY_STATE_DIR=str(tmp_path),
                             **{k: str(v) for k, v in env.items()})
-        rt = Runtime(settings=settings, db=Database.connect(database_url, pool_size=2),
+        rt = Runtime(settings=settings,
+                     db=Database.connect(database_url, pool_size=2,
+                                         server_settings=settings.server_settings()),
                      encoder=encoder,
                      llm=LLMClient(base_url=None, model=None, api_key=None, timeout_s=10),
                      jobs=build_job_app(database_url))
@@ -270,6 +273,26 @@ async def test_indexed_path_recall_of_fifty_candidates(runtime) -> None:  # type
         recalls.append(len(set(seqs_of(fast.semantic)) & set(seqs_of(exact.semantic))) / 50)
     assert min(recalls) >= 0.96
     assert float(np.mean(recalls)) >= 0.99
+
+
+async def test_hnsw_ef_search_is_set_only_when_the_connection_lacks_it(runtime) -> None:  # type: ignore[no-untyped-def]
+    rt = runtime(MEMORY_ANN_MIN_MEMORIES=300)  # connections start with ef_search 100
+    await store(rt, ALICE, facts(400))
+    await owner_indexes.refresh(rt)
+    sent: list[str] = []
+
+    def record(*args: Any) -> None:  # (conn, cursor, statement, …)
+        sent.append(args[2])
+
+    event.listen(rt.db.engine.sync_engine, "before_cursor_execute", record)
+    # 2 × 50 = 100, what the connection has: nothing to set; 2 × 60 = 120: set once
+    for limit, set_configs in ((50, 0), (60, 1)):
+        sent.clear()
+        fast, exact = await search_both_ways(rt, ReadScope((ALICE,)), QUESTIONS[0], limit)
+        assert sum("set_config" in s for s in sent) == set_configs
+        assert seqs_of(fast.semantic) == seqs_of(exact.semantic)
+    async with rt.db.unit_of_work() as session:  # the raised value lasted one transaction
+        assert (await session.execute(sql("SHOW hnsw.ef_search"))).scalar_one() == "100"
 
 
 async def test_index_short_of_rows_falls_back_to_the_exact_scan(runtime) -> None:  # type: ignore[no-untyped-def]
