@@ -194,12 +194,11 @@ async def _record_use(rt: Runtime, *, chat: ChatContext, used: list[RankedMemory
     at = datetime.now(UTC)
     try:
         async with rt.db.unit_of_work() as session:
-            await memories.mark_used(session, memory_ids=[m.memory.id for m in used], at=at)
-            if chat.chat_id:
-                await user_state.record_injection(
-                    session, user_id=chat.user_id, chat_id=chat.chat_id, at=at,
-                    items=[{"seq": m.memory.seq, "similarity": round(m.similarity, 4),
-                            "score": round(m.score, 4)} for m in used])
+            await user_state.record_use(
+                session, user_id=chat.user_id, chat_id=chat.chat_id or None, at=at,
+                memory_ids=[m.memory.id for m in used],
+                items=[{"seq": m.memory.seq, "similarity": round(m.similarity, 4),
+                        "score": round(m.score, 4)} for m in used])
     except Exception:
         log.exception("could not record which memories were used")
 

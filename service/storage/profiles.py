@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -26,12 +26,15 @@ class Profile:
     built_at: datetime  #: when it was written
 
 
+# prebuilt Core select, read on every turn: the ORM's identity map and loading, or building
+# the statement each time, cost more than the query
+_GET = select(ProfileRow.__table__).where(ProfileRow.__table__.c.user_id == bindparam("user_id"),
+                                         ProfileRow.__table__.c.view == bindparam("view"))
+
+
 async def get(session: AsyncSession, *, user_id: str, view: str) -> Profile | None:
     """The user's profile for `view`, if one was written."""
-    # a Core select: the ORM's identity map and loading cost more than the query on the inlet
-    table = ProfileRow.__table__
-    row = (await session.execute(select(table).where(
-        table.c.user_id == user_id, table.c.view == view))).first()
+    row = (await session.execute(_GET, {"user_id": user_id, "view": view})).first()
     if row is None:
         return None
     return Profile(row.user_id, row.view, row.content, tuple(row.source_ids),
