@@ -65,26 +65,7 @@ def to_record(row: Any) -> Memory:
     Raises:
         ValueError: a stored owner kind, bank, status or source kind this version lacks.
     """
-    return Memory(
-        id=row.id,
-        seq=row.seq,
-        owner_kind=_OWNER_KINDS.get(row.owner_kind) or OwnerKind(row.owner_kind),
-        owner_id=row.owner_id,
-        bank=_BANKS.get(row.bank) or Bank(row.bank),
-        content=row.content,
-        tags=tuple(row.tags or ()),
-        confidence=row.confidence,
-        status=_STATUSES.get(row.status) or Status(row.status),
-        source_kind=_SOURCE_KINDS.get(row.source_kind) or SourceKind(row.source_kind),
-        source_chat_id=row.source_chat_id,
-        source_message_id=row.source_message_id,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        last_used_at=row.last_used_at,
-        superseded_by=row.superseded_by,
-        version=row.version,
-        merged_from=len(row.summary_of or ()),
-    )
+    return record_from_row([getattr(row, column.name) for column in RECORD_COLUMNS])
 
 
 def scope_filter(scope: ReadScope) -> ColumnElement[bool]:
