@@ -20,6 +20,7 @@ from service.flows.runtime import Runtime
 from service.flows.turns import requeue_waiting_turns
 from service.jobs import owner_indexes as owner_index_jobs
 from service.jobs import reembed as reembed_jobs
+from service.jobs import supervision
 from service.jobs.app import build_job_app, run_workers
 from service.llm.client import LLMClient
 from service.storage import migrate
@@ -72,8 +73,8 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
                 yield
             finally:
                 app.state.runtime = None
-                await reembed_jobs.stop(reembedding)
-                await owner_index_jobs.stop(indexing)
+                await supervision.cancel(reembedding)
+                await supervision.cancel(indexing)
                 if workers is not None:
                     workers.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

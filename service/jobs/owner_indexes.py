@@ -8,7 +8,6 @@ time do the work; an error (a lost database) is logged and the next round tries 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from service.flows import owner_indexes
@@ -16,7 +15,7 @@ from service.flows.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_forever", "start", "stop"]
+__all__ = ["run_forever", "start"]
 
 
 async def run_forever(rt: Runtime) -> None:
@@ -32,14 +31,5 @@ async def run_forever(rt: Runtime) -> None:
 
 
 def start(rt: Runtime) -> asyncio.Task[None]:
-    """The refresh loop as a task (cancel it at shutdown with `stop`)."""
+    """The refresh loop as a task (cancel it at shutdown with `supervision.cancel`)."""
     return asyncio.create_task(run_forever(rt), name="owner-indexes")
-
-
-async def stop(task: asyncio.Task[None] | None) -> None:
-    """Cancel the loop started by `start` (no-op for None or a finished task)."""
-    if task is None:
-        return
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task

@@ -13,7 +13,6 @@ runs a worker for this queue alone that stops once the queue is empty.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import procrastinate
@@ -49,7 +48,7 @@ async def start(rt: Runtime, *, run_workers: bool) -> asyncio.Task[None] | None:
             processes then do the work).
 
     Returns:
-        The drain worker's task (cancel it at shutdown with `stop`), or None.
+        The drain worker's task (cancel it at shutdown with `supervision.cancel`), or None.
     """
     waiting = await reembed.prepare(rt)
     if not waiting or not run_workers:
@@ -60,12 +59,3 @@ async def start(rt: Runtime, *, run_workers: bool) -> asyncio.Task[None] | None:
             additional_context={"runtime": rt}, delete_jobs="successful",
             name="reembed", listen_notify=False, shutdown_graceful_timeout=5.0),
         name="reembed-worker")
-
-
-async def stop(task: asyncio.Task[None] | None) -> None:
-    """Cancel the drain worker started by `start` (no-op for None or a finished task)."""
-    if task is None:
-        return
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task

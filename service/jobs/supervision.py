@@ -10,12 +10,13 @@ left running are picked up again by the stalled-job recovery.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FIRST_PAUSE_S", "MAX_PAUSE_S", "keep_running"]
+__all__ = ["FIRST_PAUSE_S", "MAX_PAUSE_S", "cancel", "keep_running"]
 
 FIRST_PAUSE_S = 1.0
 """Pause before the first restart (seconds); it doubles at each failure in a row."""
@@ -51,3 +52,13 @@ async def keep_running(start: Callable[[], Awaitable[None]], *, name: str) -> No
         log.warning("%s stopped (%s); starting it again in %.0f s", name, reason, pause_s)
         await asyncio.sleep(pause_s)
         pause_s = min(pause_s * 2, MAX_PAUSE_S)
+
+
+async def cancel(task: asyncio.Task[None] | None) -> None:
+    """Cancel a background loop at shutdown and wait for it (no-op for None or a finished
+    task; whatever it raises while stopping is swallowed, the service is going down)."""
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
