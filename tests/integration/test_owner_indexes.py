@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,17 +17,14 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy import text as sql
 
-from service.config import Settings
 from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
 from service.embeddings.encoder import Encoder
 from service.flows import owner_indexes
 from service.flows.runtime import Runtime
-from service.jobs.app import build_job_app
-from service.llm.client import LLMClient
 from service.storage import memories
 from service.storage import owner_indexes as catalog
-from service.storage.db import Database
 from tests.support.live_service import LiveService
+from tests.support.runtimes import RuntimeFactory, runtime_factory
 
 ALICE = Scope(OwnerKind.USER, "alice", Bank.PERSONAL)
 ALICE_HABITS = Scope(OwnerKind.USER, "alice", Bank.INTERACTION)
@@ -54,26 +51,10 @@ def facts(n: int, *, offset: int = 0) -> list[str]:
 
 @pytest.fixture
 async def runtime(database_url: str, encoder: Encoder,
-                  tmp_path: Path) -> AsyncIterator[Callable[..., Runtime]]:
+                  tmp_path: Path) -> AsyncIterator[RuntimeFactory]:
     """Runtimes on the test database with extra settings: `runtime(MEMORY_ANN_MIN_MEMORIES=…)`."""
-    built: list[Runtime] = []
-
-    def build(**env: Any) -> Runtime:
-        settings = Settings(DATABASE_URL=database_url, MEMORY_STATE_DIR=str(tmp_path),
-                            **{k: str(v) for k, v in env.items()})
-        rt = Runtime(settings=settings,
-                     db=Database.connect(database_url, pool_size=2,
-                                         server_settings=settings.server_settings()),
-                     encoder=encoder,
-                     llm=LLMClient(base_url=None, model=None, api_key=None, timeout_s=10),
-                     jobs=build_job_app(database_url))
-        built.append(rt)
-        return rt
-
-    yield build
-    for rt in built:
-        await rt.llm.aclose()
-        await rt.db.dispose()
+    async with runtime_factory(database_url, encoder, tmp_path) as build:
+        yield build
 
 
 async def store(rt: Runtime, cell: Scope, texts: list[str]) -> list[int]:

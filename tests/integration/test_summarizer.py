@@ -16,7 +16,6 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli.main import app as cli
-from service.config import Settings
 from service.core.consolidation import owner_scope
 from service.core.records import OwnerKind
 from service.embeddings.encoder import Encoder
@@ -24,12 +23,11 @@ from service.flows import consolidation
 from service.flows.consolidation import Outcome, Owner
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app
-from service.llm.client import LLMClient
 from service.storage import consolidation as store
-from service.storage.db import Database
 from tests.support.extraction_replies import new_op, new_user_message
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
+from tests.support.runtimes import RuntimeFactory, runtime_factory
 from tests.support.summary_replies import faithful_merge, is_summary_request, with_summaries
 
 U1 = Owner(OwnerKind.USER, "u1")
@@ -104,31 +102,13 @@ def live(service_factory, llm: LLMStub) -> LiveService:  # type: ignore[no-untyp
     return service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model")
 
 
-RuntimeFactory = Callable[..., Runtime]
-
-
 @pytest.fixture
 async def runtime(database_url: str, encoder: Encoder, llm: LLMStub,
                   tmp_path: Path) -> AsyncIterator[RuntimeFactory]:
     """Build Runtimes for calling the summarizer's flows in-process: `runtime(**env)`."""
-    built: list[Runtime] = []
-
-    def build(**env: str) -> Runtime:
-        values: dict[str, Any] = {"DATABASE_URL": database_url, "MEMORY_STATE_DIR": str(tmp_path),
-                                  "LLM_BASE_URL": llm.base_url, "LLM_MODEL": "stub-model", **env}
-        settings = Settings(**values)
-        rt = Runtime(settings=settings, db=Database.connect(database_url, pool_size=2),
-                     encoder=encoder,
-                     llm=LLMClient(base_url=settings.llm_base_url, model=settings.llm_model,
-                                   api_key=None, timeout_s=10),
-                     jobs=build_job_app(database_url))
-        built.append(rt)
-        return rt
-
-    yield build
-    for rt in built:
-        await rt.llm.aclose()
-        await rt.db.dispose()
+    async with runtime_factory(database_url, encoder, tmp_path, LLM_BASE_URL=llm.base_url,
+                               LLM_MODEL="stub-model") as build:
+        yield build
 
 
 def seed(live: LiveService, items: list[dict[str, Any]] = SEED) -> list[dict[str, Any]]:
