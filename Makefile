@@ -8,13 +8,13 @@ TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install run test test-unit replay bench clean
+.PHONY: install run test test-unit replay bench clean lint
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# CPU torch first: anything that pulls torch later must find it already installed.
 	$(BIN)/pip install $(TORCH_PIP_OPTS) "torch==2.13.0"
-	$(BIN)/pip install -e ".[test,reliability]"
+	$(BIN)/pip install -e ".[test,reliability,dev]"
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install the service
@@ -24,6 +24,12 @@ run: $(STAMP) ## serve the API on 127.0.0.1 with embedded PostgreSQL and in-proc
 
 test: $(STAMP) ## the whole test suite
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest
+
+LINT_PATHS := service filter tests bench migrations
+
+lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 test-unit: $(STAMP) ## pure tests only (no database, network or model)
 	$(BIN)/python -m pytest tests/unit

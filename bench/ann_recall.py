@@ -62,43 +62,71 @@ def _progress(line: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
-def pooled(pools: Sequence[Pool], questions: Mapping[str, Sequence[QAItem]],
-           ) -> tuple[Pool, dict[str, list[QAItem]]]:
+def pooled(
+    pools: Sequence[Pool],
+    questions: Mapping[str, Sequence[QAItem]],
+) -> tuple[Pool, dict[str, list[QAItem]]]:
     """All turn pools as one owner's memories, and every question with prefixed evidence."""
-    covers = [frozenset(f"{p.conversation_id}/{d}" for d in cover)
-              for p in pools for cover in p.covers]
-    merged = Pool(conversation_id="all", kind="turns", owner_id=ALL_OWNER,
-                  texts=[t for p in pools for t in p.texts], covers=covers,
-                  dates=[d for p in pools for d in p.dates],
-                  now=max(p.now for p in pools),
-                  vectors=np.concatenate([p.vectors for p in pools]))
-    asked = [dataclasses.replace(q, evidence=tuple(f"{p.conversation_id}/{e}"
-                                                   for e in q.evidence))
-             for p in pools for q in questions[p.conversation_id]]
+    covers = [
+        frozenset(f"{p.conversation_id}/{d}" for d in cover) for p in pools for cover in p.covers
+    ]
+    merged = Pool(
+        conversation_id="all",
+        kind="turns",
+        owner_id=ALL_OWNER,
+        texts=[t for p in pools for t in p.texts],
+        covers=covers,
+        dates=[d for p in pools for d in p.dates],
+        now=max(p.now for p in pools),
+        vectors=np.concatenate([p.vectors for p in pools]),
+    )
+    asked = [
+        dataclasses.replace(q, evidence=tuple(f"{p.conversation_id}/{e}" for e in q.evidence))
+        for p in pools
+        for q in questions[p.conversation_id]
+    ]
     return merged, {"all": asked}
 
 
-async def _rank(rt: Any, pools: Sequence[Pool], questions: Mapping[str, Sequence[QAItem]],
-                vectors: Mapping[str, np.ndarray]) -> dict[str, Any]:
+async def _rank(
+    rt: Any,
+    pools: Sequence[Pool],
+    questions: Mapping[str, Sequence[QAItem]],
+    vectors: Mapping[str, np.ndarray],
+) -> dict[str, Any]:
     from service.flows.context import retrieve
 
     async def search(pool: Pool, q: QAItem) -> list[int]:
-        ranked = await retrieve(rt, scope=read_scope(pool.owner_id), query=q.question,
-                                now=pool.now, limit=TOP_K, query_vector=vectors[q.question])
+        ranked = await retrieve(
+            rt,
+            scope=read_scope(pool.owner_id),
+            query=q.question,
+            now=pool.now,
+            limit=TOP_K,
+            query_vector=vectors[q.question],
+        )
         return [pool.by_memory_id[r.memory.id] for r in ranked[:TOP_K]]
 
     record = await evaluate(pools, questions, search)
     summary = summarize(record.rows)["overall"]
     p50, p95 = np.percentile(record.search_ms, [50, 95])
     # summarize gives percentages
-    return {"recall@10": summary["recall@10"], "recall@50": summary["recall@50"],
-            "mrr": summary["mrr"], "n": len(record.rows),
-            "search_ms_p50": round(float(p50), 2), "search_ms_p95": round(float(p95), 2)}
+    return {
+        "recall@10": summary["recall@10"],
+        "recall@50": summary["recall@50"],
+        "mrr": summary["mrr"],
+        "n": len(record.rows),
+        "search_ms_p50": round(float(p50), 2),
+        "search_ms_p95": round(float(p95), 2),
+    }
 
 
-async def _candidate_overlap(rt: Any, pools: Sequence[Pool],
-                             questions: Mapping[str, Sequence[QAItem]],
-                             vectors: Mapping[str, np.ndarray]) -> dict[str, Any]:
+async def _candidate_overlap(
+    rt: Any,
+    pools: Sequence[Pool],
+    questions: Mapping[str, Sequence[QAItem]],
+    vectors: Mapping[str, np.ndarray],
+) -> dict[str, Any]:
     """Overlap of the vector candidates through the indexes with the exact ones."""
     from service.storage import memories
 
@@ -107,28 +135,42 @@ async def _candidate_overlap(rt: Any, pools: Sequence[Pool],
         scope = read_scope(pool.owner_id)
         async with rt.db.unit_of_work() as session:
             indexed = await rt.owner_indexes.cells(
-                session, scope, model=rt.encoder.model_name, dimension=rt.encoder.dimension,
-                ef_search=rt.settings.ann_ef_search)
+                session,
+                scope,
+                model=rt.encoder.model_name,
+                dimension=rt.encoder.dimension,
+                ef_search=rt.settings.ann_ef_search,
+            )
         if not indexed.ann:
             raise RuntimeError(f"{pool.owner_id} has no HNSW index")
         for q in questions[pool.conversation_id]:
             async with rt.db.unit_of_work() as session:
-                fast = await memories.candidates(session, scope=scope, text=q.question,
-                                                 query_vector=vectors[q.question],
-                                                 limit=TOP_K, indexed=indexed)
-                exact = await memories.search(session, scope=scope,
-                                              query_vector=vectors[q.question], limit=TOP_K)
+                fast = await memories.candidates(
+                    session,
+                    scope=scope,
+                    text=q.question,
+                    query_vector=vectors[q.question],
+                    limit=TOP_K,
+                    indexed=indexed,
+                )
+                exact = await memories.search(
+                    session, scope=scope, query_vector=vectors[q.question], limit=TOP_K
+                )
             fallbacks += fast.exact_fallbacks
             short += len(fast.semantic) < len(exact)
             got = [c.memory.seq for c in fast.semantic]
             want = [c.memory.seq for c in exact]
             at10.append(len(set(got[:10]) & set(want[:10])) / max(len(want[:10]), 1))
             at50.append(len(set(got) & set(want)) / max(len(want), 1))
-    return {"overlap@10": round(float(np.mean(at10)), 4),
-            "overlap@10_min": round(float(np.min(at10)), 2),
-            "overlap@50": round(float(np.mean(at50)), 4),
-            "overlap@50_min": round(float(np.min(at50)), 2),
-            "exact_fallbacks": fallbacks, "short_lists": short, "n": len(at50)}
+    return {
+        "overlap@10": round(float(np.mean(at10)), 4),
+        "overlap@10_min": round(float(np.min(at10)), 2),
+        "overlap@50": round(float(np.mean(at50)), 4),
+        "overlap@50_min": round(float(np.min(at50)), 2),
+        "exact_fallbacks": fallbacks,
+        "short_lists": short,
+        "n": len(at50),
+    }
 
 
 async def run(data: Path) -> dict[str, Any]:
@@ -158,8 +200,10 @@ async def run(data: Path) -> dict[str, Any]:
             async with service_runtime(url, Path(tmp) / "state", encoder) as rt:
                 for pool in [*pools, merged]:
                     await insert_pool(rt, pool)
-                corpora = {"per_conversation": (pools, questions),
-                           "one_owner": ([merged], merged_questions)}
+                corpora = {
+                    "per_conversation": (pools, questions),
+                    "one_owner": ([merged], merged_questions),
+                }
                 for name, (ps, qs) in corpora.items():
                     _progress(f"{name}: exact")
                     out[name] = {"exact": await _rank(rt, ps, qs, vectors)}
@@ -167,22 +211,28 @@ async def run(data: Path) -> dict[str, Any]:
                 indexed_rt = dataclasses.replace(rt, settings=settings)
                 t0 = time.perf_counter()
                 built = await owner_indexes.refresh(indexed_rt)
-                out["index_build"] = {"indexes": len(built.built), "failed": len(built.failed),
-                                      "seconds": round(time.perf_counter() - t0, 1)}
+                out["index_build"] = {
+                    "indexes": len(built.built),
+                    "failed": len(built.failed),
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
                 for name, (ps, qs) in corpora.items():
                     _progress(f"{name}: through the indexes")
                     out[name]["indexed"] = await _rank(indexed_rt, ps, qs, vectors)
-                    out[name]["candidates"] = await _candidate_overlap(indexed_rt, ps, qs,
-                                                                       vectors)
+                    out[name]["candidates"] = await _candidate_overlap(indexed_rt, ps, qs, vectors)
         finally:
             server.cleanup()
     encoder.close()
     out["meta"] = {
-        "data": str(data), "questions": len(every), "memories": len(merged.texts),
-        "owners_per_conversation": len(pools), "top_k": TOP_K,
+        "data": str(data),
+        "questions": len(every),
+        "memories": len(merged.texts),
+        "owners_per_conversation": len(pools),
+        "top_k": TOP_K,
         "ef_search": "max(MEMORY_ANN_EF_SEARCH = 100, 2 x 50) = 100",
         "hnsw": "m 16, ef_construction 64, vector_cosine_ops",
-        "cpu_count": os.cpu_count(), "runtime_s": round(time.perf_counter() - started, 1),
+        "cpu_count": os.cpu_count(),
+        "runtime_s": round(time.perf_counter() - started, 1),
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return out
@@ -192,49 +242,71 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     """The Markdown report of a `run` document."""
     meta = results["meta"]
     lines = [
-        "# Per-owner HNSW index against the exact scan, on LoCoMo turns", "",
+        "# Per-owner HNSW index against the exact scan, on LoCoMo turns",
+        "",
         f"Finished {meta['finished']} in {meta['runtime_s']:.0f} s. {meta['questions']:,} "
         f"questions (categories 1–4), {meta['memories']:,} turns; HNSW {meta['hnsw']}, "
         f"ef_search {meta['ef_search']}; {results['index_build']['indexes']} indexes built "
-        f"in {results['index_build']['seconds']} s.", "",
+        f"in {results['index_build']['seconds']} s.",
+        "",
         "| owners | search | Recall@10 | Recall@50 | MRR | search p50 / p95 (ms) |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    names = {"per_conversation": "one per conversation (≈ 600 memories)",
-             "one_owner": f"all turns in one owner ({meta['memories']:,} memories)"}
+    names = {
+        "per_conversation": "one per conversation (≈ 600 memories)",
+        "one_owner": f"all turns in one owner ({meta['memories']:,} memories)",
+    }
     for key, title in names.items():
         for run_name in ("exact", "indexed"):
             row = results[key][run_name]
             label = "exact scans" if run_name == "exact" else "own HNSW + GIN indexes"
-            lines.append(f"| {title} | {label} | {row['recall@10']:.1f} % "
-                         f"| {row['recall@50']:.1f} % | {row['mrr']:.1f} % "
-                         f"| {row['search_ms_p50']:.1f} / {row['search_ms_p95']:.1f} |")
-    lines += ["", "Vector candidates through the index against the exact top 50 (share of "
-              "the exact ones found, mean and worst question):", "",
-              "| owners | overlap of the top 10 (min) | overlap of all 50 (min) | exact "
-              "fallbacks | lists shorter than exact |", "|---|---:|---:|---:|---:|"]
+            lines.append(
+                f"| {title} | {label} | {row['recall@10']:.1f} % "
+                f"| {row['recall@50']:.1f} % | {row['mrr']:.1f} % "
+                f"| {row['search_ms_p50']:.1f} / {row['search_ms_p95']:.1f} |"
+            )
+    lines += [
+        "",
+        "Vector candidates through the index against the exact top 50 (share of "
+        "the exact ones found, mean and worst question):",
+        "",
+        "| owners | overlap of the top 10 (min) | overlap of all 50 (min) | exact "
+        "fallbacks | lists shorter than exact |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for key, title in names.items():
         c = results[key]["candidates"]
         top10 = f"{c['overlap@10'] * 100:.1f} % ({c['overlap@10_min'] * 100:.0f} %)"
         top50 = f"{c['overlap@50'] * 100:.1f} % ({c['overlap@50_min'] * 100:.0f} %)"
-        lines.append(f"| {title} | {top10} | {top50} | {c['exact_fallbacks']} "
-                     f"| {c['short_lists']} |")
+        lines.append(
+            f"| {title} | {top10} | {top50} | {c['exact_fallbacks']} | {c['short_lists']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run, write JSON and Markdown, print the Markdown."""
-    parser = argparse.ArgumentParser(prog="python -m bench.ann_recall",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_PATH,
-                        help="locomo10.json (default: ../shared/data/locomo/locomo10.json)")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR,
-                        help="where ann_recall.{json,md} go (default: bench/results)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.ann_recall", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA_PATH,
+        help="locomo10.json (default: ../shared/data/locomo/locomo10.json)",
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=DEFAULT_OUT_DIR,
+        help="where ann_recall.{json,md} go (default: bench/results)",
+    )
     args = parser.parse_args(argv)
     results = asyncio.run(run(args.data))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "ann_recall.json").write_text(json.dumps(results, indent=1) + "\n",
-                                                  encoding="utf-8")
+    (args.out_dir / "ann_recall.json").write_text(
+        json.dumps(results, indent=1) + "\n", encoding="utf-8"
+    )
     markdown = render_markdown(results)
     (args.out_dir / "ann_recall.md").write_text(markdown, encoding="utf-8")
     print(markdown)

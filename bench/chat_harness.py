@@ -136,8 +136,12 @@ class SavedChat:
         self.messages.append(self._message("assistant", text))
 
     def _message(self, role: str, content: str) -> dict[str, Any]:
-        return {"id": str(uuid.uuid4()), "role": role, "content": content,
-                "timestamp": self.timestamp_s}
+        return {
+            "id": str(uuid.uuid4()),
+            "role": role,
+            "content": content,
+            "timestamp": self.timestamp_s,
+        }
 
     def inlet_request(self, text: str) -> tuple[dict[str, Any], dict[str, Any], str, str]:
         """Body and `__metadata__` for a new user message (CONTRACT §2).
@@ -159,8 +163,13 @@ class SavedChat:
             "message_id": assistant_id,
             "session_id": None,
             "user_message": {
-                "id": user_message_id, "parentId": parent_id, "childrenIds": [], "role": "user",
-                "content": text, "timestamp": self.timestamp_s, "models": [MODEL_ID],
+                "id": user_message_id,
+                "parentId": parent_id,
+                "childrenIds": [],
+                "role": "user",
+                "content": text,
+                "timestamp": self.timestamp_s,
+                "models": [MODEL_ID],
             },
             "user_message_id": user_message_id,
             "assistant_message_id": None,
@@ -198,10 +207,17 @@ class SavedChat:
         self, *, user_message_id: str, text: str, assistant_id: str, reply: str
     ) -> dict[str, Any]:
         """Store the user message and the reply in the branch; return the outlet body (§3)."""
-        self.messages.append({"id": user_message_id, "role": "user", "content": text,
-                              "timestamp": self.timestamp_s})
-        self.messages.append({"id": assistant_id, "role": "assistant", "content": reply,
-                              "timestamp": self.timestamp_s})
+        self.messages.append(
+            {"id": user_message_id, "role": "user", "content": text, "timestamp": self.timestamp_s}
+        )
+        self.messages.append(
+            {
+                "id": assistant_id,
+                "role": "assistant",
+                "content": reply,
+                "timestamp": self.timestamp_s,
+            }
+        )
         return {
             "model": MODEL_ID,
             "messages": [dict(m) for m in self.messages],
@@ -214,8 +230,13 @@ class SavedChat:
 
 def _model_dict() -> dict[str, Any]:
     """A minimal `__model__` / `metadata["model"]` for the stub model."""
-    return {"id": MODEL_ID, "name": MODEL_ID, "object": "model", "owned_by": "openai",
-            "info": {"meta": {"filterIds": [FILTER_ID]}}}
+    return {
+        "id": MODEL_ID,
+        "name": MODEL_ID,
+        "object": "model",
+        "owned_by": "openai",
+        "info": {"meta": {"filterIds": [FILTER_ID]}},
+    }
 
 
 class FilterHarness:
@@ -227,8 +248,13 @@ class FilterHarness:
     def make_user(self, *, user_id: str, name: str) -> dict[str, Any]:
         """A `__user__` dict (CONTRACT §1), with `valves` as a `UserValves` instance."""
         user: dict[str, Any] = {
-            "id": user_id, "email": f"{user_id}@example.invalid", "username": user_id,
-            "name": name, "role": "user", "profile_image_url": "", "info": None,
+            "id": user_id,
+            "email": f"{user_id}@example.invalid",
+            "username": user_id,
+            "name": name,
+            "role": "user",
+            "profile_image_url": "",
+            "info": None,
             "settings": None,
         }
         user_valves = getattr(self.instance, "UserValves", None)
@@ -240,13 +266,17 @@ class FilterHarness:
         self, chat: SavedChat, body: dict[str, Any], metadata: dict[str, Any]
     ) -> HookCall:
         """Run `inlet` for a saved-chat turn and time it."""
-        return await self._call("inlet", body, {
-            "__user__": chat.user,
-            "__metadata__": metadata,
-            "__chat_id__": metadata["chat_id"],
-            "__message_id__": metadata["message_id"],
-            "__oauth_token__": None,
-        })
+        return await self._call(
+            "inlet",
+            body,
+            {
+                "__user__": chat.user,
+                "__metadata__": metadata,
+                "__chat_id__": metadata["chat_id"],
+                "__message_id__": metadata["message_id"],
+                "__oauth_token__": None,
+            },
+        )
 
     async def outlet(
         self, chat: SavedChat, body: dict[str, Any], metadata: dict[str, Any]
@@ -280,5 +310,6 @@ class FilterHarness:
         if inspect.isawaitable(result):
             result = await result
         elapsed_ms = (time.perf_counter() - started) * 1000.0
-        return HookCall(body=result if isinstance(result, dict) else body, events=events,
-                        elapsed_ms=elapsed_ms)
+        return HookCall(
+            body=result if isinstance(result, dict) else body, events=events, elapsed_ms=elapsed_ms
+        )

@@ -46,12 +46,17 @@ class FuzzReport:
     elapsed_s: float = 0.0  #: wall time of the run
 
     def as_dict(self) -> dict[str, Any]:
-        return {"cases": self.cases, "generated": self.generated, "operations": self.operations,
-                "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
-                "server_errors": len(self.server_errors),
-                "server_error_examples": self.server_errors[:10],
-                "transport_errors": self.transport_errors, "skipped": self.skipped,
-                "elapsed_s": round(self.elapsed_s, 1)}
+        return {
+            "cases": self.cases,
+            "generated": self.generated,
+            "operations": self.operations,
+            "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
+            "server_errors": len(self.server_errors),
+            "server_error_examples": self.server_errors[:10],
+            "transport_errors": self.transport_errors,
+            "skipped": self.skipped,
+            "elapsed_s": round(self.elapsed_s, 1),
+        }
 
 
 def bad_inputs() -> list[tuple[str, str, dict[str, Any]]]:
@@ -61,35 +66,86 @@ def bad_inputs() -> list[tuple[str, str, dict[str, Any]]]:
     return [
         ("POST", "/v1/context", {"json": {"chat": chat, "message": big}}),
         ("POST", "/v1/context", {"json": {"chat": {**chat, "user_id": ""}, "message": "hi"}}),
-        ("POST", "/v1/context", {"json": {"chat": {**chat, "user_id": "a\x00b"},
-                                          "message": "hi"}}),
+        ("POST", "/v1/context", {"json": {"chat": {**chat, "user_id": "a\x00b"}, "message": "hi"}}),
         ("POST", "/v1/context", {"json": {"chat": chat, "message": "nul \x00 byte"}}),
         ("POST", "/v1/context", {"json": {"chat": {**chat, "kind": "secret"}, "message": "hi"}}),
         ("POST", "/v1/context", {"json": {"chat": chat, "message": "hi", "budget_tokens": -1}}),
         ("POST", "/v1/context", {"json": {"chat": chat, "message": "hi", "now": "yesterday"}}),
-        ("POST", "/v1/context", {"content": b'{"chat": {"user_id": ', "headers": {
-            "Content-Type": "application/json"}}),
-        ("POST", "/v1/context", {"content": b"\xff\xfe\x00garbage", "headers": {
-            "Content-Type": "application/json"}}),
-        ("POST", "/v1/context", {"content": b"chat=1", "headers": {
-            "Content-Type": "application/x-www-form-urlencoded"}}),
-        ("POST", "/v1/context", {"json": {"chat": chat, "message": "\ud800 lone surrogate"
-                                          .encode("utf-8", "surrogatepass").decode("latin-1")}}),
+        (
+            "POST",
+            "/v1/context",
+            {"content": b'{"chat": {"user_id": ', "headers": {"Content-Type": "application/json"}},
+        ),
+        (
+            "POST",
+            "/v1/context",
+            {"content": b"\xff\xfe\x00garbage", "headers": {"Content-Type": "application/json"}},
+        ),
+        (
+            "POST",
+            "/v1/context",
+            {
+                "content": b"chat=1",
+                "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+            },
+        ),
+        (
+            "POST",
+            "/v1/context",
+            {
+                "json": {
+                    "chat": chat,
+                    "message": "\ud800 lone surrogate".encode("utf-8", "surrogatepass").decode(
+                        "latin-1"
+                    ),
+                }
+            },
+        ),
         ("POST", "/v1/context", {"json": {"chat": chat, "message": "hi", "extra": 1}}),
-        ("POST", "/v1/turns", {"json": {"chat": chat, "user_message_id": "m",
-                                        "user_message": big}}),
-        ("POST", "/v1/turns", {"json": {"chat": chat, "user_message_id": "m\x00",
-                                        "user_message": "hello"}}),
-        ("POST", "/v1/turns", {"json": {"chat": chat, "user_message_id": "m",
-                                        "user_message": "a \x00 b"}}),
-        ("POST", "/v1/turns", {"json": {"chat": chat, "user_message_id": "m2",
-                                        "user_message": "hi", "history": [
-                                            {"role": "user", "content": "x"}] * 7}}),
-        ("POST", "/v1/turns", {"json": {"chat": chat, "user_message_id": "m3",
-                                        "user_message": "hi", "history": [
-                                            {"role": "system", "content": "x"}]}}),
-        ("POST", "/v1/turns", {"json": {"chat": chat, "user_message_id": "x" * 256,
-                                        "user_message": "hi"}}),
+        (
+            "POST",
+            "/v1/turns",
+            {"json": {"chat": chat, "user_message_id": "m", "user_message": big}},
+        ),
+        (
+            "POST",
+            "/v1/turns",
+            {"json": {"chat": chat, "user_message_id": "m\x00", "user_message": "hello"}},
+        ),
+        (
+            "POST",
+            "/v1/turns",
+            {"json": {"chat": chat, "user_message_id": "m", "user_message": "a \x00 b"}},
+        ),
+        (
+            "POST",
+            "/v1/turns",
+            {
+                "json": {
+                    "chat": chat,
+                    "user_message_id": "m2",
+                    "user_message": "hi",
+                    "history": [{"role": "user", "content": "x"}] * 7,
+                }
+            },
+        ),
+        (
+            "POST",
+            "/v1/turns",
+            {
+                "json": {
+                    "chat": chat,
+                    "user_message_id": "m3",
+                    "user_message": "hi",
+                    "history": [{"role": "system", "content": "x"}],
+                }
+            },
+        ),
+        (
+            "POST",
+            "/v1/turns",
+            {"json": {"chat": chat, "user_message_id": "x" * 256, "user_message": "hi"}},
+        ),
         ("POST", "/v1/turns", {"json": [1, 2, 3]}),
         ("POST", "/v1/commands", {"json": {"chat": chat, "command": "/memory " + "a" * 4_000}}),
         ("POST", "/v1/commands", {"json": {"chat": chat, "command": "/memory add \x00"}}),
@@ -106,8 +162,11 @@ def bad_inputs() -> list[tuple[str, str, dict[str, Any]]]:
         ("POST", "/v1/users/fuzz-user/memories", {"json": {"content": "nul \x00 inside"}}),
         ("POST", "/v1/users/fuzz-user/memories", {"json": {"content": "ok", "tags": ["t"] * 11}}),
         ("POST", "/v1/users/fuzz-user/memories", {"json": {"content": "ok", "bank": "project"}}),
-        ("PATCH", "/v1/users/fuzz-user/memories/00000000-0000-0000-0000-000000000000",
-         {"json": {"content": ""}}),
+        (
+            "PATCH",
+            "/v1/users/fuzz-user/memories/00000000-0000-0000-0000-000000000000",
+            {"json": {"content": ""}},
+        ),
         ("DELETE", "/v1/users/fuzz-user/memories/00000000-0000-0000-0000-000000000000", {}),
         ("GET", "/v1/admin/turns", {"params": {"status": "exploded"}}),
         ("GET", "/v1/admin/turns", {"params": {"limit": 10**6}}),
@@ -116,17 +175,24 @@ def bad_inputs() -> list[tuple[str, str, dict[str, Any]]]:
     ]
 
 
-def _record(report: FuzzReport, method: str, path: str, status: int, body: str,
-            sent: Any) -> None:
+def _record(report: FuzzReport, method: str, path: str, status: int, body: str, sent: Any) -> None:
     report.cases += 1
     report.by_status[status] += 1
     if status >= 500:
-        report.server_errors.append({"method": method, "path": path[:200], "status": status,
-                                     "body": body[:300], "sent": ascii(sent)[:300]})
+        report.server_errors.append(
+            {
+                "method": method,
+                "path": path[:200],
+                "status": status,
+                "body": body[:300],
+                "sent": ascii(sent)[:300],
+            }
+        )
 
 
-def run_fuzz(base_url: str, api_key: str, *, max_cases: int = 200,
-             max_time_s: float = 120.0) -> FuzzReport:
+def run_fuzz(
+    base_url: str, api_key: str, *, max_cases: int = 200, max_time_s: float = 120.0
+) -> FuzzReport:
     """Send generated and hand-written requests to `base_url`; count the answers.
 
     Args:
@@ -159,8 +225,7 @@ def run_fuzz(base_url: str, api_key: str, *, max_cases: int = 200,
                 continue
             _record(report, method, path, response.status_code, response.text, kwargs)
 
-    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", headers=headers,
-                                           timeout=30)
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", headers=headers, timeout=30)
     operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
     report.operations = len(operations)
     modes = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
@@ -169,8 +234,16 @@ def run_fuzz(base_url: str, api_key: str, *, max_cases: int = 200,
         for mode in modes:
             if time.monotonic() >= deadline or report.generated >= max_cases:
                 break
-            send = _sender(report, operation, mode, base_url=base_url, headers=headers,
-                           per_run=per_run, max_cases=max_cases, deadline=deadline)
+            send = _sender(
+                report,
+                operation,
+                mode,
+                base_url=base_url,
+                headers=headers,
+                per_run=per_run,
+                max_cases=max_cases,
+                deadline=deadline,
+            )
             try:
                 send()
             except Unsatisfiable:  # nothing to break (no parameters, no body): valid only
@@ -179,14 +252,29 @@ def run_fuzz(base_url: str, api_key: str, *, max_cases: int = 200,
     return report
 
 
-def _sender(report: FuzzReport, operation: Any, mode: Any, *, base_url: str,
-            headers: dict[str, str], per_run: int, max_cases: int, deadline: float) -> Any:
+def _sender(
+    report: FuzzReport,
+    operation: Any,
+    mode: Any,
+    *,
+    base_url: str,
+    headers: dict[str, str],
+    per_run: int,
+    max_cases: int,
+    deadline: float,
+) -> Any:
     """A Hypothesis test that sends `per_run` requests generated for one operation."""
     from hypothesis import HealthCheck, Phase, given, settings
 
-    @settings(max_examples=per_run, deadline=None, database=None, derandomize=True,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-              print_blob=False)
+    @settings(
+        max_examples=per_run,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
     @given(case=operation.as_strategy(generation_mode=mode))
     def send(case: Any) -> None:
         if time.monotonic() >= deadline or report.generated >= max_cases:
@@ -198,9 +286,14 @@ def _sender(report: FuzzReport, operation: Any, mode: Any, *, base_url: str,
             report.cases += 1
             report.transport_errors += 1
             return
-        _record(report, operation.method.upper(), case.formatted_path, response.status_code,
-                response.text, {"path_parameters": case.path_parameters, "query": case.query,
-                                "body": case.body})
+        _record(
+            report,
+            operation.method.upper(),
+            case.formatted_path,
+            response.status_code,
+            response.text,
+            {"path_parameters": case.path_parameters, "query": case.query, "body": case.body},
+        )
 
     return send
 
@@ -216,11 +309,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "reliability_fuzz.json")
     args = parser.parse_args(argv)
     key = secrets.token_urlsafe(16)
-    with tempfile.TemporaryDirectory(prefix="fuzz-") as tmp, LLMStub(
-            responder=lambda _: json.dumps({"operations": []})) as llm:
-        service = ServiceProcess(state_dir=Path(tmp) / "state", port=free_port(), api_key=key,
-                                 llm_base_url=llm.base_url, llm_model="stub-model",
-                                 log_path=Path(tmp) / "service.log")
+    with (
+        tempfile.TemporaryDirectory(prefix="fuzz-") as tmp,
+        LLMStub(responder=lambda _: json.dumps({"operations": []})) as llm,
+    ):
+        service = ServiceProcess(
+            state_dir=Path(tmp) / "state",
+            port=free_port(),
+            api_key=key,
+            llm_base_url=llm.base_url,
+            llm_model="stub-model",
+            log_path=Path(tmp) / "service.log",
+        )
         service.start()
         try:
             service.wait_ready(300)
@@ -230,9 +330,11 @@ def main(argv: list[str] | None = None) -> int:
             service.stop_leftover_postgres()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
-    print(f"fuzz: {report.cases} requests ({report.generated} generated over "
-          f"{report.operations} operations), {len(report.server_errors)} server errors, "
-          f"{report.elapsed_s:.0f} s → {args.out}")
+    print(
+        f"fuzz: {report.cases} requests ({report.generated} generated over "
+        f"{report.operations} operations), {len(report.server_errors)} server errors, "
+        f"{report.elapsed_s:.0f} s → {args.out}"
+    )
     return 1 if report.server_errors or report.transport_errors else 0
 
 

@@ -74,22 +74,124 @@ P95_TARGET_MS = 100.0
 #: The filter's default inlet timeout (its `inlet_timeout_s` valve), in ms.
 FILTER_TIMEOUT_MS = 800.0
 
-_VERBS = ("likes", "enjoys", "avoids", "collects", "is learning", "teaches", "repairs", "paints",
-          "cooks", "reads about", "writes about", "plans", "buys", "grows", "photographs",
-          "practises", "studies", "builds", "visits", "recommends")
-_ADJECTIVES = ("old", "green", "spicy", "quiet", "vintage", "modern", "small", "heavy", "bright",
-               "wooden", "Italian", "Japanese", "electric", "handmade", "rare", "classic",
-               "outdoor", "digital", "organic", "ceramic", "silver", "acoustic", "local", "tiny")
-_NOUNS = ("bicycles", "guitars", "tomatoes", "novels", "cameras", "boats", "teapots", "maps",
-          "gardens", "recipes", "sneakers", "watches", "puzzles", "paintings", "mushrooms",
-          "records", "kites", "candles", "lamps", "chairs", "violins", "orchids", "drones",
-          "poems", "telescopes", "quilts", "knives", "bread", "coffee", "marathons", "chess",
-          "dogs", "cats", "horses", "podcasts", "sculptures", "stamps", "coins", "tents", "hats")
-_PLACES = ("Lisbon", "the park", "Kyoto", "the garage", "Berlin", "the office", "Oslo",
-           "the lake house", "Toronto", "the kitchen", "Nairobi", "the studio", "Lima",
-           "the library", "Seoul", "the mountains")
-_ASKS = ("Can you suggest", "Any ideas for", "What do you think about", "Help me choose",
-         "Tell me more about", "I need advice on", "Remind me about", "Plan a weekend with")
+_VERBS = (
+    "likes",
+    "enjoys",
+    "avoids",
+    "collects",
+    "is learning",
+    "teaches",
+    "repairs",
+    "paints",
+    "cooks",
+    "reads about",
+    "writes about",
+    "plans",
+    "buys",
+    "grows",
+    "photographs",
+    "practises",
+    "studies",
+    "builds",
+    "visits",
+    "recommends",
+)
+_ADJECTIVES = (
+    "old",
+    "green",
+    "spicy",
+    "quiet",
+    "vintage",
+    "modern",
+    "small",
+    "heavy",
+    "bright",
+    "wooden",
+    "Italian",
+    "Japanese",
+    "electric",
+    "handmade",
+    "rare",
+    "classic",
+    "outdoor",
+    "digital",
+    "organic",
+    "ceramic",
+    "silver",
+    "acoustic",
+    "local",
+    "tiny",
+)
+_NOUNS = (
+    "bicycles",
+    "guitars",
+    "tomatoes",
+    "novels",
+    "cameras",
+    "boats",
+    "teapots",
+    "maps",
+    "gardens",
+    "recipes",
+    "sneakers",
+    "watches",
+    "puzzles",
+    "paintings",
+    "mushrooms",
+    "records",
+    "kites",
+    "candles",
+    "lamps",
+    "chairs",
+    "violins",
+    "orchids",
+    "drones",
+    "poems",
+    "telescopes",
+    "quilts",
+    "knives",
+    "bread",
+    "coffee",
+    "marathons",
+    "chess",
+    "dogs",
+    "cats",
+    "horses",
+    "podcasts",
+    "sculptures",
+    "stamps",
+    "coins",
+    "tents",
+    "hats",
+)
+_PLACES = (
+    "Lisbon",
+    "the park",
+    "Kyoto",
+    "the garage",
+    "Berlin",
+    "the office",
+    "Oslo",
+    "the lake house",
+    "Toronto",
+    "the kitchen",
+    "Nairobi",
+    "the studio",
+    "Lima",
+    "the library",
+    "Seoul",
+    "the mountains",
+)
+_ASKS = (
+    "Can you suggest",
+    "Any ideas for",
+    "What do you think about",
+    "Help me choose",
+    "Tell me more about",
+    "I need advice on",
+    "Remind me about",
+    "Plan a weekend with",
+)
 
 
 # -- synthetic data (pure) --------------------------------------------------------------------
@@ -98,8 +200,10 @@ _ASKS = ("Can you suggest", "Any ideas for", "What do you think about", "Help me
 def synthetic_texts(rng: np.random.Generator, n: int) -> list[str]:
     """`n` memory sentences like "User paints quiet lamps in Oslo." (4 word slots)."""
     v, a, o, p = (rng.integers(0, len(w), n) for w in (_VERBS, _ADJECTIVES, _NOUNS, _PLACES))
-    return [f"User {_VERBS[i]} {_ADJECTIVES[j]} {_NOUNS[k]} in {_PLACES[m]}."
-            for i, j, k, m in zip(v, a, o, p, strict=True)]
+    return [
+        f"User {_VERBS[i]} {_ADJECTIVES[j]} {_NOUNS[k]} in {_PLACES[m]}."
+        for i, j, k, m in zip(v, a, o, p, strict=True)
+    ]
 
 
 def synthetic_messages(rng: np.random.Generator, n: int) -> list[str]:
@@ -109,8 +213,10 @@ def synthetic_messages(rng: np.random.Generator, n: int) -> list[str]:
     """
     s, a, o, p = (rng.integers(0, len(w), n) for w in (_ASKS, _ADJECTIVES, _NOUNS, _PLACES))
     start = int(rng.integers(0, 1_000_000))
-    return [f"{_ASKS[i]} {_ADJECTIVES[j]} {_NOUNS[k]} near {_PLACES[m]}? (#{start + x})"
-            for x, (i, j, k, m) in enumerate(zip(s, a, o, p, strict=True))]
+    return [
+        f"{_ASKS[i]} {_ADJECTIVES[j]} {_NOUNS[k]} near {_PLACES[m]}? (#{start + x})"
+        for x, (i, j, k, m) in enumerate(zip(s, a, o, p, strict=True))
+    ]
 
 
 def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -125,8 +231,13 @@ def percentiles(values: Sequence[float]) -> dict[str, float | int | None]:
     if not values:
         return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None, "max_ms": None}
     p50, p95, p99 = np.percentile(np.asarray(values, dtype=float), [50, 95, 99])
-    return {"n": len(values), "p50_ms": round(float(p50), 2), "p95_ms": round(float(p95), 2),
-            "p99_ms": round(float(p99), 2), "max_ms": round(float(max(values)), 2)}
+    return {
+        "n": len(values),
+        "p50_ms": round(float(p50), 2),
+        "p95_ms": round(float(p95), 2),
+        "p99_ms": round(float(p99), 2),
+        "max_ms": round(float(max(values)), 2),
+    }
 
 
 @dataclass(frozen=True)
@@ -156,11 +267,25 @@ class LoadPlan:
 
 # -- loading ----------------------------------------------------------------------------------
 
-_COPY_SQL = ("COPY memories (id, owner_kind, owner_id, bank, content, confidence, status, "
-             "source_kind, created_at, updated_at, embedding, embedding_model) "
-             "FROM STDIN WITH (FORMAT BINARY)")
-_COPY_TYPES = ["uuid", "text", "text", "text", "text", "float8", "text", "text", "timestamptz",
-               "timestamptz", "vector", "text"]
+_COPY_SQL = (
+    "COPY memories (id, owner_kind, owner_id, bank, content, confidence, status, "
+    "source_kind, created_at, updated_at, embedding, embedding_model) "
+    "FROM STDIN WITH (FORMAT BINARY)"
+)
+_COPY_TYPES = [
+    "uuid",
+    "text",
+    "text",
+    "text",
+    "text",
+    "float8",
+    "text",
+    "text",
+    "timestamptz",
+    "timestamptz",
+    "vector",
+    "text",
+]
 
 
 def _progress(line: str) -> None:
@@ -192,7 +317,8 @@ def load_table(url: str, plan: LoadPlan, seed: int) -> dict[str, Any]:
         register_vector(conn)
         indexes = conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes i WHERE tablename = 'memories' AND "
-            "NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)").fetchall()
+            "NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)"
+        ).fetchall()
         for name, _ in indexes:
             conn.execute(f'DROP INDEX "{name}"')
         started = time.perf_counter()
@@ -206,10 +332,22 @@ def load_table(url: str, plan: LoadPlan, seed: int) -> dict[str, Any]:
                 ids = rng.bytes(16 * count)
                 for i in range(count):
                     created = base - timedelta(days=float(ages[i]))
-                    copy.write_row((uuid.UUID(bytes=ids[16 * i:16 * i + 16], version=4), "user",
-                                    str(names[assignment[start + i]]), "personal", texts[i], 0.9,
-                                    "active", "extraction", created, created, vectors[i],
-                                    model_name))
+                    copy.write_row(
+                        (
+                            uuid.UUID(bytes=ids[16 * i : 16 * i + 16], version=4),
+                            "user",
+                            str(names[assignment[start + i]]),
+                            "personal",
+                            texts[i],
+                            0.9,
+                            "active",
+                            "extraction",
+                            created,
+                            created,
+                            vectors[i],
+                            model_name,
+                        )
+                    )
                 if (start // CHUNK_ROWS) % 4 == 3:
                     _progress(f"  {start + count:,} rows sent")
         timings["copy_s"] = round(time.perf_counter() - started, 1)
@@ -223,8 +361,9 @@ def load_table(url: str, plan: LoadPlan, seed: int) -> dict[str, Any]:
         conn.execute("ANALYZE memories")
         timings["analyze_s"] = round(time.perf_counter() - started, 1)
         timings["indexes_rebuilt"] = [name for name, _ in indexes]
-        timings["table_mb"] = round(conn.execute(
-            "SELECT pg_total_relation_size('memories')").fetchone()[0] / 2**20)
+        timings["table_mb"] = round(
+            conn.execute("SELECT pg_total_relation_size('memories')").fetchone()[0] / 2**20
+        )
         timings["shared_buffers"] = conn.execute("SHOW shared_buffers").fetchone()[0]
     return timings
 
@@ -266,8 +405,12 @@ async def service_runtime(url: str, state_dir: Path, encoder: Any) -> AsyncItera
     from service.api.app import create_app
     from service.config import Settings
 
-    settings = Settings(DATABASE_URL=url, MEMORY_API_KEY="bench-only", MEMORY_STATE_DIR=state_dir,
-                        MEMORY_RUN_WORKERS=False)
+    settings = Settings(
+        DATABASE_URL=url,
+        MEMORY_API_KEY="bench-only",
+        MEMORY_STATE_DIR=state_dir,
+        MEMORY_RUN_WORKERS=False,
+    )
     app = create_app(settings, encoder=encoder)
     async with app.router.lifespan_context(app):
         yield app.state.runtime
@@ -279,8 +422,9 @@ def _chat(user_id: str) -> Any:
     return ChatContext(user_id=user_id, kind=ChatKind.SAVED, chat_id=f"bench-{uuid.uuid4()}")
 
 
-async def timed_pass(call: Callable[[str], Any], messages: Sequence[str],
-                     max_seconds: float) -> tuple[list[float], float]:
+async def timed_pass(
+    call: Callable[[str], Any], messages: Sequence[str], max_seconds: float
+) -> tuple[list[float], float]:
     """Run `call(message)` for each message until `max_seconds` pass (at least 10 calls).
 
     Returns:
@@ -299,8 +443,10 @@ async def timed_pass(call: Callable[[str], Any], messages: Sequence[str],
 
 def _outcome(statuses: Counter[str], items: Sequence[int]) -> dict[str, Any]:
     """What the calls answered: their status lines by count, and memories injected (mean)."""
-    return {"statuses": dict(statuses.most_common(3)),
-            "items_mean": round(float(np.mean(items)), 1) if items else None}
+    return {
+        "statuses": dict(statuses.most_common(3)),
+        "items_mean": round(float(np.mean(items)), 1) if items else None,
+    }
 
 
 def _row(user_rows: int, times: Sequence[float], load: float, **extra: Any) -> dict[str, Any]:
@@ -311,7 +457,11 @@ def _row(user_rows: int, times: Sequence[float], load: float, **extra: Any) -> d
 
 
 async def measure_service_side(
-    db: Database, encoder: Any, state: Path, args: argparse.Namespace, rng: np.random.Generator,
+    db: Database,
+    encoder: Any,
+    state: Path,
+    args: argparse.Namespace,
+    rng: np.random.Generator,
 ) -> dict[str, list[dict[str, Any]]]:
     """Cold then warm `build_context` for each querying user."""
     from service.flows import context
@@ -326,22 +476,37 @@ async def measure_service_side(
             statuses: Counter[str] = Counter()
             items: list[int] = []
 
-            async def call(message: str, chat: Any = chat, statuses: Counter[str] = statuses,
-                           items: list[int] = items) -> None:
-                result = await context.build_context(rt, chat=chat, message=message,
-                                                     budget_tokens=None, now=None)
+            async def call(
+                message: str,
+                chat: Any = chat,
+                statuses: Counter[str] = statuses,
+                items: list[int] = items,
+            ) -> None:
+                result = await context.build_context(
+                    rt, chat=chat, message=message, budget_tokens=None, now=None
+                )
                 statuses[result.status] += 1
                 items.append(len(result.items))
 
             times, load = await timed_pass(call, messages, args.pass_seconds)
-            cold.append(_row(rows, times, load, first_ms=round(times[0], 2),
-                             os_cache_dropped=dropped, **_outcome(statuses, items)))
+            cold.append(
+                _row(
+                    rows,
+                    times,
+                    load,
+                    first_ms=round(times[0], 2),
+                    os_cache_dropped=dropped,
+                    **_outcome(statuses, items),
+                )
+            )
             statuses.clear()
             items.clear()
-            times, load = await timed_pass(call, messages[:len(times)], args.pass_seconds)
+            times, load = await timed_pass(call, messages[: len(times)], args.pass_seconds)
             warm.append(_row(rows, times, load, **_outcome(statuses, items)))
-            _progress(f"service-side {rows:,}: cold p50 {cold[-1]['p50_ms']} ms, "
-                      f"warm p50 {warm[-1]['p50_ms']} ms")
+            _progress(
+                f"service-side {rows:,}: cold p50 {cold[-1]['p50_ms']} ms, "
+                f"warm p50 {warm[-1]['p50_ms']} ms"
+            )
         await _drain_background_tasks()
     return {"cold": cold, "warm": warm}
 
@@ -354,14 +519,16 @@ async def build_owner_indexes(db: Database, encoder: Any, state: Path) -> dict[s
         started = time.perf_counter()
         result = await owner_indexes.refresh(rt)
         seconds = time.perf_counter() - started
-    return {"owner_indexes_s": round(seconds, 1), "owner_indexes": len(result.built),
-            "owner_indexes_failed": len(result.failed)}
+    return {
+        "owner_indexes_s": round(seconds, 1),
+        "owner_indexes": len(result.built),
+        "owner_indexes_failed": len(result.failed),
+    }
 
 
 async def _drain_background_tasks(timeout_s: float = 2.0) -> None:
     """Let the service's fire-and-forget work (e.g. recording used memories) finish."""
-    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()
-               and not t.done()]
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
     if pending:
         await asyncio.wait(pending, timeout=timeout_s)
 
@@ -371,8 +538,9 @@ def live_service(url: str, encoder: Any, state: Path) -> Iterator[Any]:
     """The service over HTTP on 127.0.0.1 (uvicorn in a thread), workers off."""
     from tests.support.live_service import LiveService
 
-    live = LiveService.start(database_url=url, encoder=encoder, state_dir=state,
-                             env={"MEMORY_RUN_WORKERS": "false"})
+    live = LiveService.start(
+        database_url=url, encoder=encoder, state_dir=state, env={"MEMORY_RUN_WORKERS": "false"}
+    )
     try:
         yield live
     finally:
@@ -381,7 +549,11 @@ def live_service(url: str, encoder: Any, state: Path) -> Iterator[Any]:
 
 
 async def measure_filter(
-    db: Database, encoder: Any, state: Path, args: argparse.Namespace, rng: np.random.Generator,
+    db: Database,
+    encoder: Any,
+    state: Path,
+    args: argparse.Namespace,
+    rng: np.random.Generator,
 ) -> dict[str, list[dict[str, Any]]]:
     """Cold then warm filter inlet → HTTP → service for each querying user."""
     from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance, set_valves
@@ -392,8 +564,10 @@ async def measure_filter(
     with live_service(db.url, encoder, state) as live:
         instance = load_filter_instance()
         # A long timeout, so slow answers are measured instead of cut off (fail-open).
-        set_valves(instance, {"service_url": live.base_url, "api_key": live.api_key,
-                              "inlet_timeout_s": 30.0})
+        set_valves(
+            instance,
+            {"service_url": live.base_url, "api_key": live.api_key, "inlet_timeout_s": 30.0},
+        )
         harness = FilterHarness(instance)
         for rows in args.user_rows:
             user = harness.make_user(user_id=f"bench-user-{rows}", name="Bench")
@@ -401,31 +575,53 @@ async def measure_filter(
             messages = synthetic_messages(rng, args.queries)
             statuses: Counter[str] = Counter()
 
-            async def call(message: str, chat: Any = chat,
-                           statuses: Counter[str] = statuses) -> None:
+            async def call(
+                message: str, chat: Any = chat, statuses: Counter[str] = statuses
+            ) -> None:
                 body, metadata, _, _ = chat.inlet_request(message)
                 result = await harness.inlet(chat, body, metadata)
-                lines = [str((e.get("data") or {}).get("description", "")) for e in result.events
-                         if e.get("type") == "status"]
+                lines = [
+                    str((e.get("data") or {}).get("description", ""))
+                    for e in result.events
+                    if e.get("type") == "status"
+                ]
                 statuses[lines[-1] if lines else "(no status line)"] += 1
 
             times, load = await timed_pass(call, messages, args.pass_seconds)
-            cold.append(_row(rows, times, load, first_ms=round(times[0], 2),
-                             os_cache_dropped=dropped,
-                             over_default_timeout=sum(t > FILTER_TIMEOUT_MS for t in times),
-                             statuses=dict(statuses.most_common(3))))
+            cold.append(
+                _row(
+                    rows,
+                    times,
+                    load,
+                    first_ms=round(times[0], 2),
+                    os_cache_dropped=dropped,
+                    over_default_timeout=sum(t > FILTER_TIMEOUT_MS for t in times),
+                    statuses=dict(statuses.most_common(3)),
+                )
+            )
             statuses.clear()
-            times, load = await timed_pass(call, messages[:len(times)], args.pass_seconds)
-            warm.append(_row(rows, times, load,
-                             over_default_timeout=sum(t > FILTER_TIMEOUT_MS for t in times),
-                             statuses=dict(statuses.most_common(3))))
-            _progress(f"filter over HTTP {rows:,}: cold p50 {cold[-1]['p50_ms']} ms, "
-                      f"warm p50 {warm[-1]['p50_ms']} ms")
+            times, load = await timed_pass(call, messages[: len(times)], args.pass_seconds)
+            warm.append(
+                _row(
+                    rows,
+                    times,
+                    load,
+                    over_default_timeout=sum(t > FILTER_TIMEOUT_MS for t in times),
+                    statuses=dict(statuses.most_common(3)),
+                )
+            )
+            _progress(
+                f"filter over HTTP {rows:,}: cold p50 {cold[-1]['p50_ms']} ms, "
+                f"warm p50 {warm[-1]['p50_ms']} ms"
+            )
     return {"cold": cold, "warm": warm}
 
 
 async def throughput_step(
-    client: Any, users: Sequence[str], messages: Iterator[str], concurrency: int,
+    client: Any,
+    users: Sequence[str],
+    messages: Iterator[str],
+    concurrency: int,
     seconds: float,
 ) -> dict[str, Any]:
     """`concurrency` clients posting /v1/context back to back for `seconds`."""
@@ -437,9 +633,14 @@ async def throughput_step(
     async def worker() -> None:
         nonlocal errors
         while time.perf_counter() < deadline:
-            body = {"chat": {"user_id": next(user_cycle), "kind": "saved",
-                             "chat_id": f"bench-rps-{concurrency}"},
-                    "message": next(messages)}
+            body = {
+                "chat": {
+                    "user_id": next(user_cycle),
+                    "kind": "saved",
+                    "chat_id": f"bench-rps-{concurrency}",
+                },
+                "message": next(messages),
+            }
             started = time.perf_counter()
             response = await client.post("/v1/context", json=body)
             times.append((time.perf_counter() - started) * 1000.0)
@@ -448,13 +649,24 @@ async def throughput_step(
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - started
-    return {"concurrency": concurrency, "requests": len(times), "errors": errors,
-            "rps": round(len(times) / elapsed, 1)} | percentiles(times) | {
-        "loadavg_1min": round(os.getloadavg()[0], 2)}
+    return (
+        {
+            "concurrency": concurrency,
+            "requests": len(times),
+            "errors": errors,
+            "rps": round(len(times) / elapsed, 1),
+        }
+        | percentiles(times)
+        | {"loadavg_1min": round(os.getloadavg()[0], 2)}
+    )
 
 
 async def measure_throughput(
-    db: Database, encoder: Any, state: Path, args: argparse.Namespace, rng: np.random.Generator,
+    db: Database,
+    encoder: Any,
+    state: Path,
+    args: argparse.Namespace,
+    rng: np.random.Generator,
 ) -> list[dict[str, Any]]:
     """Requests/s at growing concurrency, for users of each size in `--rps-user-rows`."""
     import httpx
@@ -467,9 +679,12 @@ async def measure_throughput(
     out: list[dict[str, Any]] = []
     messages = iter(synthetic_messages(rng, 200_000))
     with live_service(db.url, encoder, state) as live:
-        async with httpx.AsyncClient(base_url=live.base_url, timeout=60,
-                                     headers={"Authorization": f"Bearer {live.api_key}"},
-                                     limits=httpx.Limits(max_connections=64)) as client:
+        async with httpx.AsyncClient(
+            base_url=live.base_url,
+            timeout=60,
+            headers={"Authorization": f"Bearer {live.api_key}"},
+            limits=httpx.Limits(max_connections=64),
+        ) as client:
             for rows in args.rps_user_rows:
                 users = plan_users.get(rows)
                 if not users:
@@ -477,26 +692,38 @@ async def measure_throughput(
                 await throughput_step(client, users, messages, 1, 1.0)  # warm-up
                 steps = []
                 for concurrency in (1, 2, 4, 8, 16, 32):
-                    step = await throughput_step(client, users, messages, concurrency,
-                                                 args.step_seconds)
+                    step = await throughput_step(
+                        client, users, messages, concurrency, args.step_seconds
+                    )
                     steps.append(step)
-                    _progress(f"throughput {rows:,} x {len(users)} users, concurrency "
-                              f"{concurrency}: {step['rps']} req/s, p95 {step['p95_ms']} ms")
+                    _progress(
+                        f"throughput {rows:,} x {len(users)} users, concurrency "
+                        f"{concurrency}: {step['rps']} req/s, p95 {step['p95_ms']} ms"
+                    )
                     # Steps go on to concurrency 4 at least, to show the saturated rate.
-                    if concurrency >= 4 and (step["p95_ms"] is None
-                                             or step["p95_ms"] >= P95_TARGET_MS):
+                    if concurrency >= 4 and (
+                        step["p95_ms"] is None or step["p95_ms"] >= P95_TARGET_MS
+                    ):
                         break
-                within = [s for s in steps if s["p95_ms"] is not None
-                          and s["p95_ms"] < P95_TARGET_MS]
+                within = [
+                    s for s in steps if s["p95_ms"] is not None and s["p95_ms"] < P95_TARGET_MS
+                ]
                 best = max(within, key=lambda s: s["rps"]) if within else None
-                out.append({"user_rows": rows, "users": len(users), "steps": steps,
-                            "best_rps_under_target": best["rps"] if best else 0.0,
-                            "best_concurrency": best["concurrency"] if best else None})
+                out.append(
+                    {
+                        "user_rows": rows,
+                        "users": len(users),
+                        "steps": steps,
+                        "best_rps_under_target": best["rps"] if best else 0.0,
+                        "best_concurrency": best["concurrency"] if best else None,
+                    }
+                )
     return out
 
 
-def measure_full_scan(url: str, args: argparse.Namespace,
-                      rng: np.random.Generator) -> dict[str, list[dict[str, Any]]]:
+def measure_full_scan(
+    url: str, args: argparse.Namespace, rng: np.random.Generator
+) -> dict[str, list[dict[str, Any]]]:
     """The dense-only full scan of memory plugins: numpy and SQL without the owner index."""
     import psycopg
     from pgvector.psycopg import register_vector
@@ -513,8 +740,10 @@ def measure_full_scan(url: str, args: argparse.Namespace,
             def fetch(owner: str = owner) -> np.ndarray:
                 # Binary results: the cheapest way to get vectors out (no text parsing).
                 with conn.cursor(binary=True) as cur:
-                    found = cur.execute("SELECT embedding FROM memories WHERE owner_id = %s AND "
-                                        "status = 'active'", (owner,)).fetchall()
+                    found = cur.execute(
+                        "SELECT embedding FROM memories WHERE owner_id = %s AND status = 'active'",
+                        (owner,),
+                    ).fetchall()
                 return np.stack([r[0].to_numpy() for r in found]).astype(np.float32)
 
             def top10(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -524,7 +753,7 @@ def measure_full_scan(url: str, args: argparse.Namespace,
 
             fetch_times = []
             matrix = fetch()
-            for query in queries[:args.scan_repeats]:
+            for query in queries[: args.scan_repeats]:
                 started = time.perf_counter()
                 top10(fetch(), query)
                 fetch_times.append((time.perf_counter() - started) * 1000.0)
@@ -536,17 +765,25 @@ def measure_full_scan(url: str, args: argparse.Namespace,
                 compute_times.append((time.perf_counter() - started) * 1000.0)
             in_memory.append(_row(rows, compute_times, os.getloadavg()[0]))
             sql_times = []
-            for query in queries[:args.scan_repeats]:
+            for query in queries[: args.scan_repeats]:
                 started = time.perf_counter()
-                conn.execute("SELECT id, embedding <=> %s AS d FROM memories "
-                             "WHERE (owner_id || '') = %s AND status = 'active' "
-                             "ORDER BY d LIMIT 10", (query, owner)).fetchall()
+                conn.execute(
+                    "SELECT id, embedding <=> %s AS d FROM memories "
+                    "WHERE (owner_id || '') = %s AND status = 'active' "
+                    "ORDER BY d LIMIT 10",
+                    (query, owner),
+                ).fetchall()
                 sql_times.append((time.perf_counter() - started) * 1000.0)
             sql.append(_row(rows, sql_times, os.getloadavg()[0]))
-            _progress(f"full scan {rows:,}: numpy {in_memory[-1]['p50_ms']} ms, fetch+numpy "
-                      f"{fetched[-1]['p50_ms']} ms, SQL {sql[-1]['p50_ms']} ms")
-    return {"numpy_in_memory": in_memory, "numpy_fetch_per_request": fetched,
-            "sql_no_owner_index": sql}
+            _progress(
+                f"full scan {rows:,}: numpy {in_memory[-1]['p50_ms']} ms, fetch+numpy "
+                f"{fetched[-1]['p50_ms']} ms, SQL {sql[-1]['p50_ms']} ms"
+            )
+    return {
+        "numpy_in_memory": in_memory,
+        "numpy_fetch_per_request": fetched,
+        "sql_no_owner_index": sql,
+    }
 
 
 # -- driver -----------------------------------------------------------------------------------
@@ -579,12 +816,15 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             if not args.without_owner_indexes:
                 _progress("building the per-owner indexes")
                 results["load"] |= await build_owner_indexes(db, encoder, root / "s0")
-                _progress(f"per-owner indexes: {results['load']['owner_indexes']} in "
-                          f"{results['load']['owner_indexes_s']} s")
+                _progress(
+                    f"per-owner indexes: {results['load']['owner_indexes']} in "
+                    f"{results['load']['owner_indexes_s']} s"
+                )
             phases: dict[str, float] = {}
             t0 = time.perf_counter()
-            results["service_side"] = await measure_service_side(db, encoder, root / "s1", args,
-                                                                 rng)
+            results["service_side"] = await measure_service_side(
+                db, encoder, root / "s1", args, rng
+            )
             phases["service_side_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             results["filter_http"] = await measure_filter(db, encoder, root / "s2", args, rng)
@@ -607,10 +847,14 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "dense full scan, numpy in memory": results["full_scan"]["numpy_in_memory"],
     }
     results["meta"] = {
-        "total_rows": args.total_rows, "user_rows": list(args.user_rows), "seed": args.seed,
+        "total_rows": args.total_rows,
+        "user_rows": list(args.user_rows),
+        "seed": args.seed,
         "owner_indexes": not args.without_owner_indexes,
-        "queries_per_pass": args.queries, "pass_seconds": args.pass_seconds,
-        "cpu_count": os.cpu_count(), "phases_s": {k: round(v, 1) for k, v in phases.items()},
+        "queries_per_pass": args.queries,
+        "pass_seconds": args.pass_seconds,
+        "cpu_count": os.cpu_count(),
+        "phases_s": {k: round(v, 1) for k, v in phases.items()},
         "runtime_s": round(time.perf_counter() - started, 1),
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
@@ -629,59 +873,97 @@ def render_markdown(results: dict[str, Any]) -> str:
     """The Markdown report of a `run_benchmark` document."""
     meta, load = results["meta"], results["load"]
     lines = [
-        f"# Context latency at scale ({meta['total_rows']:,} memories in the table)", "",
+        f"# Context latency at scale ({meta['total_rows']:,} memories in the table)",
+        "",
         f"Finished {meta['finished']} in {meta['runtime_s']:.0f} s on {meta['cpu_count']} CPUs "
         f"(shared). Load: COPY {load['copy_s']} s ({load['copy_rows_per_s']:,} rows/s), index "
         f"rebuild {load['index_s']} s, ANALYZE {load['analyze_s']} s; table with indexes "
         f"{load['table_mb']:,} MB; PostgreSQL shared_buffers {load['shared_buffers']}. "
-        + (f"Per-owner HNSW and full-text indexes (banks of 5,000+ memories): "
-           f"{load['owner_indexes']} built in {load['owner_indexes_s']} s."
-           if "owner_indexes" in load else "No per-owner indexes: exact scans only."), "",
+        + (
+            f"Per-owner HNSW and full-text indexes (banks of 5,000+ memories): "
+            f"{load['owner_indexes']} built in {load['owner_indexes_s']} s."
+            if "owner_indexes" in load
+            else "No per-owner indexes: exact scans only."
+        ),
+        "",
         "Times in ms. Cold = PostgreSQL just restarted, fresh service caches, messages never "
         "seen; warm = the same messages again. `first` = the first request after the restart.",
-        "", "| path | memories of the user | n | p50 | p95 | p99 | max | first | load avg "
+        "",
+        "| path | memories of the user | n | p50 | p95 | p99 | max | first | load avg "
         "| answers (status line: count) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for title, block in (("service-side, cold", results["service_side"]["cold"]),
-                         ("service-side, warm", results["service_side"]["warm"]),
-                         ("filter → HTTP, cold", results["filter_http"]["cold"]),
-                         ("filter → HTTP, warm", results["filter_http"]["warm"])):
+    for title, block in (
+        ("service-side, cold", results["service_side"]["cold"]),
+        ("service-side, warm", results["service_side"]["warm"]),
+        ("filter → HTTP, cold", results["filter_http"]["cold"]),
+        ("filter → HTTP, warm", results["filter_http"]["warm"]),
+    ):
         for row in block:
-            lines.append(f"| {title} | {row['user_rows']:,} | {row['n']} | {_ms(row['p50_ms'])} "
-                         f"| {_ms(row['p95_ms'])} | {_ms(row['p99_ms'])} | {_ms(row['max_ms'])} "
-                         f"| {_ms(row.get('first_ms'))} | {row['loadavg_1min']} "
-                         f"| {_statuses(row)} |")
-    over = [f"{state} {r['user_rows']:,}: {r['over_default_timeout']}/{r['n']}"
-            for state in ("cold", "warm") for r in results["filter_http"][state]
-            if r["over_default_timeout"]]
-    lines += ["", "Filter calls slower than its default 0.8 s inlet timeout (they would have "
-              "gone on without memory): " + (", ".join(over) if over else "none") + ".", ""]
-    lines += ["## Throughput: `POST /v1/context`, p95 target 100 ms", "",
-              "| memories per user | users | concurrency | req/s | p50 | p95 | p99 | errors "
-              "| load avg |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            lines.append(
+                f"| {title} | {row['user_rows']:,} | {row['n']} | {_ms(row['p50_ms'])} "
+                f"| {_ms(row['p95_ms'])} | {_ms(row['p99_ms'])} | {_ms(row['max_ms'])} "
+                f"| {_ms(row.get('first_ms'))} | {row['loadavg_1min']} "
+                f"| {_statuses(row)} |"
+            )
+    over = [
+        f"{state} {r['user_rows']:,}: {r['over_default_timeout']}/{r['n']}"
+        for state in ("cold", "warm")
+        for r in results["filter_http"][state]
+        if r["over_default_timeout"]
+    ]
+    lines += [
+        "",
+        "Filter calls slower than its default 0.8 s inlet timeout (they would have "
+        "gone on without memory): " + (", ".join(over) if over else "none") + ".",
+        "",
+    ]
+    lines += [
+        "## Throughput: `POST /v1/context`, p95 target 100 ms",
+        "",
+        "| memories per user | users | concurrency | req/s | p50 | p95 | p99 | errors | load avg |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for block in results["throughput"]:
         for step in block["steps"]:
-            lines.append(f"| {block['user_rows']:,} | {block['users']} | {step['concurrency']} "
-                         f"| {step['rps']} | {_ms(step['p50_ms'])} | {_ms(step['p95_ms'])} "
-                         f"| {_ms(step['p99_ms'])} | {step['errors']} | {step['loadavg_1min']} |")
+            lines.append(
+                f"| {block['user_rows']:,} | {block['users']} | {step['concurrency']} "
+                f"| {step['rps']} | {_ms(step['p50_ms'])} | {_ms(step['p95_ms'])} "
+                f"| {_ms(step['p99_ms'])} | {step['errors']} | {step['loadavg_1min']} |"
+            )
     lines += [""] + [
         f"- {b['user_rows']:,} memories per user: **{b['best_rps_under_target']} req/s** with "
-        f"p95 < 100 ms" + (f" (concurrency {b['best_concurrency']})." if b["best_concurrency"]
-                           else ": no step met the target.")
-        for b in results["throughput"]]
-    lines += ["", "## Dense-only full scan (what memory plugins do), top 10", "",
-              "| method | memories of the user | n | p50 | p95 | p99 | load avg |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
-    names = {"numpy_in_memory": "numpy, vectors already in memory",
-             "numpy_fetch_per_request": "fetch the user's vectors + numpy",
-             "sql_no_owner_index": "SQL, owner index unusable"}
+        f"p95 < 100 ms"
+        + (
+            f" (concurrency {b['best_concurrency']})."
+            if b["best_concurrency"]
+            else ": no step met the target."
+        )
+        for b in results["throughput"]
+    ]
+    lines += [
+        "",
+        "## Dense-only full scan (what memory plugins do), top 10",
+        "",
+        "| method | memories of the user | n | p50 | p95 | p99 | load avg |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = {
+        "numpy_in_memory": "numpy, vectors already in memory",
+        "numpy_fetch_per_request": "fetch the user's vectors + numpy",
+        "sql_no_owner_index": "SQL, owner index unusable",
+    }
     for key, title in names.items():
         for row in results["full_scan"][key]:
-            lines.append(f"| {title} | {row['user_rows']:,} | {row['n']} | {_ms(row['p50_ms'])} "
-                         f"| {_ms(row['p95_ms'])} | {_ms(row['p99_ms'])} | {row['loadavg_1min']} |")
-    lines += ["", "Phases (s): " + ", ".join(f"{k} {v}" for k, v in meta["phases_s"].items())
-              + ".", ""]
+            lines.append(
+                f"| {title} | {row['user_rows']:,} | {row['n']} | {_ms(row['p50_ms'])} "
+                f"| {_ms(row['p95_ms'])} | {_ms(row['p99_ms'])} | {row['loadavg_1min']} |"
+            )
+    lines += [
+        "",
+        "Phases (s): " + ", ".join(f"{k} {v}" for k, v in meta["phases_s"].items()) + ".",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -690,30 +972,65 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.latency_scale",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--total-rows", type=int, default=1_000_000,
-                        help="memories in the table (default 1,000,000)")
-    parser.add_argument("--user-rows", type=_sizes, default=(1_000, 10_000, 100_000),
-                        help="memories of each querying user (default 1000,10000,100000)")
-    parser.add_argument("--rps-user-rows", type=_sizes, default=(1_000, 10_000),
-                        help="user sizes for the throughput steps (default 1000,10000)")
-    parser.add_argument("--queries", type=int, default=200,
-                        help="messages per timed pass (default 200)")
-    parser.add_argument("--pass-seconds", type=float, default=25.0,
-                        help="a timed pass stops after this, once it has 10 calls (default 25)")
-    parser.add_argument("--step-seconds", type=float, default=5.0,
-                        help="duration of one throughput step (default 5)")
-    parser.add_argument("--scan-repeats", type=int, default=5,
-                        help="repeats of the slow full scans per size (default 5)")
-    parser.add_argument("--drop-os-cache", action="store_true",
-                        help="also drop the OS page cache on cold starts (root; affects the "
-                        "whole machine)")
-    parser.add_argument("--without-owner-indexes", action="store_true",
-                        help="do not build the per-owner indexes: exact scans for every user")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.latency_scale", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--total-rows",
+        type=int,
+        default=1_000_000,
+        help="memories in the table (default 1,000,000)",
+    )
+    parser.add_argument(
+        "--user-rows",
+        type=_sizes,
+        default=(1_000, 10_000, 100_000),
+        help="memories of each querying user (default 1000,10000,100000)",
+    )
+    parser.add_argument(
+        "--rps-user-rows",
+        type=_sizes,
+        default=(1_000, 10_000),
+        help="user sizes for the throughput steps (default 1000,10000)",
+    )
+    parser.add_argument(
+        "--queries", type=int, default=200, help="messages per timed pass (default 200)"
+    )
+    parser.add_argument(
+        "--pass-seconds",
+        type=float,
+        default=25.0,
+        help="a timed pass stops after this, once it has 10 calls (default 25)",
+    )
+    parser.add_argument(
+        "--step-seconds",
+        type=float,
+        default=5.0,
+        help="duration of one throughput step (default 5)",
+    )
+    parser.add_argument(
+        "--scan-repeats",
+        type=int,
+        default=5,
+        help="repeats of the slow full scans per size (default 5)",
+    )
+    parser.add_argument(
+        "--drop-os-cache",
+        action="store_true",
+        help="also drop the OS page cache on cold starts (root; affects the whole machine)",
+    )
+    parser.add_argument(
+        "--without-owner-indexes",
+        action="store_true",
+        help="do not build the per-owner indexes: exact scans for every user",
+    )
     parser.add_argument("--seed", type=int, default=20_261_130, help="RNG seed")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR,
-                        help="where latency_scale.{json,md,png} go (default: bench/results)")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=DEFAULT_OUT_DIR,
+        help="where latency_scale.{json,md,png} go (default: bench/results)",
+    )
     return parser.parse_args(argv)
 
 

@@ -43,29 +43,84 @@ MARKER = re.compile(r"\b(quokka\d{3}[a-z0-9]{4})")
 FACT = re.compile(r"\bfact-(quokka\d{3}[a-z0-9]{4})-(\d+)\b")
 _STATED = re.compile(r"remember (fact-quokka\d{3}[a-z0-9]{4}-\d+: [^.]+)\.")
 # Facts of one user must not look alike, or deduplication (DESIGN §5.4) rightly merges them.
-_COLOURS = ("amber", "blue", "crimson", "teal", "olive", "violet", "grey", "golden", "coral",
-            "ivory", "jade", "maroon", "navy")
-_THINGS = ("kettle", "bicycle", "violin", "telescope", "canoe", "typewriter", "lantern",
-           "hammock", "chessboard", "kayak", "banjo", "sextant", "loom", "accordion", "easel",
-           "tandem", "harp")
-_PLACES = ("Oslo", "Lima", "Hanoi", "Quito", "Tunis", "Perth", "Riga", "Accra", "Cusco",
-           "Nagoya", "Bergen", "Porto", "Dakar", "Tbilisi", "Cork", "Malmo", "Izmir", "Split",
-           "Bilbao")
+_COLOURS = (
+    "amber",
+    "blue",
+    "crimson",
+    "teal",
+    "olive",
+    "violet",
+    "grey",
+    "golden",
+    "coral",
+    "ivory",
+    "jade",
+    "maroon",
+    "navy",
+)
+_THINGS = (
+    "kettle",
+    "bicycle",
+    "violin",
+    "telescope",
+    "canoe",
+    "typewriter",
+    "lantern",
+    "hammock",
+    "chessboard",
+    "kayak",
+    "banjo",
+    "sextant",
+    "loom",
+    "accordion",
+    "easel",
+    "tandem",
+    "harp",
+)
+_PLACES = (
+    "Oslo",
+    "Lima",
+    "Hanoi",
+    "Quito",
+    "Tunis",
+    "Perth",
+    "Riga",
+    "Accra",
+    "Cusco",
+    "Nagoya",
+    "Bergen",
+    "Porto",
+    "Dakar",
+    "Tbilisi",
+    "Cork",
+    "Malmo",
+    "Izmir",
+    "Split",
+    "Bilbao",
+)
 
 
 def stated_fact(marker: str, n: int) -> str:
     """The n-th fact of a user: its marker, a number and words unlike its other facts'."""
-    return (f"fact-{marker}-{n}: my {_COLOURS[n % len(_COLOURS)]} "
-            f"{_THINGS[(n * 7) % len(_THINGS)]} is in {_PLACES[(n * 11) % len(_PLACES)]}")
+    return (
+        f"fact-{marker}-{n}: my {_COLOURS[n % len(_COLOURS)]} "
+        f"{_THINGS[(n * 7) % len(_THINGS)]} is in {_PLACES[(n * 11) % len(_PLACES)]}"
+    )
 
 
 def echo_facts(request: dict[str, Any]) -> str:
     """LLM stand-in answer for load turns: each new message's stated fact, as one memory."""
     from tests.support.extraction_replies import new_op, new_user_messages
 
-    return json.dumps({"operations": [
-        {**new_op(f"User said {found.group(1)}"), "message": ref}
-        for ref, text in new_user_messages(request) if (found := _STATED.search(text))]})
+    return json.dumps(
+        {
+            "operations": [
+                {**new_op(f"User said {found.group(1)}"), "message": ref}
+                for ref, text in new_user_messages(request)
+                if (found := _STATED.search(text))
+            ]
+        }
+    )
 
 
 @dataclass
@@ -91,8 +146,7 @@ class LoadReport:
         return sum(self.requests.values())
 
     def percentile(self, kind: str | None, q: float) -> float:
-        values = sorted(v for k, vs in self.latencies_ms.items() if kind in (None, k)
-                        for v in vs)
+        values = sorted(v for k, vs in self.latencies_ms.items() if kind in (None, k) for v in vs)
         if not values:
             return 0.0
         return values[min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))]
@@ -100,24 +154,41 @@ class LoadReport:
     def as_dict(self) -> dict[str, Any]:
         kinds = [k for k, _ in KINDS]
         return {
-            "users": self.users, "duration_s": round(self.duration_s, 1),
-            "requests": self.total, "by_kind": {k: self.requests[k] for k in kinds},
+            "users": self.users,
+            "duration_s": round(self.duration_s, 1),
+            "requests": self.total,
+            "by_kind": {k: self.requests[k] for k in kinds},
             "throughput_rps": round(self.total / self.duration_s, 1) if self.duration_s else 0,
-            "latency_ms": {k: {"p50": round(self.percentile(k, 50), 1),
-                               "p95": round(self.percentile(k, 95), 1),
-                               "p99": round(self.percentile(k, 99), 1),
-                               "mean": round(statistics.fmean(self.latencies_ms[k]), 1)
-                               if self.latencies_ms.get(k) else 0.0}
-                           for k in kinds if self.requests[k]}
-            | {"all": {"p50": round(self.percentile(None, 50), 1),
-                       "p95": round(self.percentile(None, 95), 1),
-                       "p99": round(self.percentile(None, 99), 1)}},
-            "errors": sum(self.errors.values()), "errors_by_kind": dict(self.errors),
-            "leaks": len(self.leaks), "leak_examples": self.leaks[:5],
+            "latency_ms": {
+                k: {
+                    "p50": round(self.percentile(k, 50), 1),
+                    "p95": round(self.percentile(k, 95), 1),
+                    "p99": round(self.percentile(k, 99), 1),
+                    "mean": round(statistics.fmean(self.latencies_ms[k]), 1)
+                    if self.latencies_ms.get(k)
+                    else 0.0,
+                }
+                for k in kinds
+                if self.requests[k]
+            }
+            | {
+                "all": {
+                    "p50": round(self.percentile(None, 50), 1),
+                    "p95": round(self.percentile(None, 95), 1),
+                    "p99": round(self.percentile(None, 99), 1),
+                }
+            },
+            "errors": sum(self.errors.values()),
+            "errors_by_kind": dict(self.errors),
+            "leaks": len(self.leaks),
+            "leak_examples": self.leaks[:5],
             "answers_with_own_memories": self.own_seen,
-            "facts_accepted": self.facts_accepted, "facts_stored": self.facts_stored,
-            "facts_lost": self.facts_lost, "facts_duplicated": self.facts_duplicated,
-            "drained": self.drained, "drain_s": round(self.drain_s, 1),
+            "facts_accepted": self.facts_accepted,
+            "facts_stored": self.facts_stored,
+            "facts_lost": self.facts_lost,
+            "facts_duplicated": self.facts_duplicated,
+            "drained": self.drained,
+            "drain_s": round(self.drain_s, 1),
         }
 
 
@@ -132,8 +203,12 @@ class _User:
 
 
 def _chat(user: _User) -> dict[str, Any]:
-    return {"user_id": user.user_id, "user_name": f"User {user.index}",
-            "chat_id": user.chat_id, "kind": "saved"}
+    return {
+        "user_id": user.user_id,
+        "user_name": f"User {user.index}",
+        "chat_id": user.chat_id,
+        "kind": "saved",
+    }
 
 
 def _check_leak(report: LoadReport, user: _User, kind: str, text: str) -> None:
@@ -143,23 +218,39 @@ def _check_leak(report: LoadReport, user: _User, kind: str, text: str) -> None:
         report.leaks.append({"user": user.user_id, "saw": marker, "in": kind})
 
 
-async def _one_request(client: httpx.AsyncClient, report: LoadReport, user: _User,
-                       kind: str, rng: random.Random) -> None:
+async def _one_request(
+    client: httpx.AsyncClient, report: LoadReport, user: _User, kind: str, rng: random.Random
+) -> None:
     if kind == "inlet":
         path = "/v1/context"
-        body: dict[str, Any] = {"chat": _chat(user), "message": rng.choice((
-            "What is my favourite animal?", "What do you remember about my hobbies?",
-            f"Tell me about {user.marker}.", "Suggest something for the weekend."))}
+        body: dict[str, Any] = {
+            "chat": _chat(user),
+            "message": rng.choice(
+                (
+                    "What is my favourite animal?",
+                    "What do you remember about my hobbies?",
+                    f"Tell me about {user.marker}.",
+                    "Suggest something for the weekend.",
+                )
+            ),
+        }
     elif kind == "outlet":
         user.turn += 1
         path = "/v1/turns"
-        body = {"chat": _chat(user), "user_message_id": f"{user.user_id}-m{user.turn}",
-                "user_message": f"Please remember {stated_fact(user.marker, user.turn)}.",
-                "assistant_message": "I will keep that in mind."}
+        body = {
+            "chat": _chat(user),
+            "user_message_id": f"{user.user_id}-m{user.turn}",
+            "user_message": f"Please remember {stated_fact(user.marker, user.turn)}.",
+            "assistant_message": "I will keep that in mind.",
+        }
     else:
         path = "/v1/commands"
-        body = {"chat": _chat(user), "command": rng.choice((
-            "/memory list", "/memory search animal", f"/memory search {user.marker}"))}
+        body = {
+            "chat": _chat(user),
+            "command": rng.choice(
+                ("/memory list", "/memory search animal", f"/memory search {user.marker}")
+            ),
+        }
     started = time.perf_counter()
     try:
         response = await client.post(path, json=body)
@@ -178,16 +269,25 @@ async def _one_request(client: httpx.AsyncClient, report: LoadReport, user: _Use
 
 
 async def _seed(client: httpx.AsyncClient, user: _User) -> None:
-    for text in (f"User's favourite animal is the {user.marker}",
-                 f"User collects postcards of {user.marker} sightings",
-                 f"User's hobby is photographing the {user.marker}"):
-        response = await client.post(f"/v1/users/{user.user_id}/memories",
-                                     json={"content": text})
+    for text in (
+        f"User's favourite animal is the {user.marker}",
+        f"User collects postcards of {user.marker} sightings",
+        f"User's hobby is photographing the {user.marker}",
+    ):
+        response = await client.post(f"/v1/users/{user.user_id}/memories", json={"content": text})
         response.raise_for_status()
 
 
-async def _user_loop(client: httpx.AsyncClient, report: LoadReport, user: _User, *,
-                     deadline: float, think_s: float, max_requests: int, seed: int) -> None:
+async def _user_loop(
+    client: httpx.AsyncClient,
+    report: LoadReport,
+    user: _User,
+    *,
+    deadline: float,
+    think_s: float,
+    max_requests: int,
+    seed: int,
+) -> None:
     rng = random.Random(seed)
     kinds, weights = zip(*KINDS, strict=True)
     while time.monotonic() < deadline and report.total < max_requests:
@@ -211,14 +311,18 @@ async def _final_sweep(client: httpx.AsyncClient, report: LoadReport, users: lis
     """After the drain: every user's memories and context hold only their own marker, and
     each accepted fact is stored exactly once."""
     for user in users:
-        response = await client.get(f"/v1/users/{user.user_id}/memories",
-                                    params={"limit": 200})
+        response = await client.get(f"/v1/users/{user.user_id}/memories", params={"limit": 200})
         response.raise_for_status()
         _check_leak(report, user, "final list", response.text)
-        stored = Counter(f"fact-{m}-{n}" for item in response.json()["items"]
-                         for m, n in FACT.findall(item["content"]))
-        context = await client.post("/v1/context", json={
-            "chat": _chat(user), "message": f"What do you know about {user.marker}?"})
+        stored = Counter(
+            f"fact-{m}-{n}"
+            for item in response.json()["items"]
+            for m, n in FACT.findall(item["content"])
+        )
+        context = await client.post(
+            "/v1/context",
+            json={"chat": _chat(user), "message": f"What do you know about {user.marker}?"},
+        )
         _check_leak(report, user, "final context", context.text)
         report.facts_accepted += len(user.facts_sent)
         for fact in user.facts_sent:
@@ -228,9 +332,18 @@ async def _final_sweep(client: httpx.AsyncClient, report: LoadReport, users: lis
             report.facts_duplicated += max(0, count - 1)
 
 
-async def run_load(base_url: str, api_key: str, *, users: int = 20, duration_s: float = 30.0,
-                   think_s: float = 0.25, max_requests: int = 200_000, drain_s: float = 180.0,
-                   timeout_s: float = 10.0, seed: int = 7) -> LoadReport:
+async def run_load(
+    base_url: str,
+    api_key: str,
+    *,
+    users: int = 20,
+    duration_s: float = 30.0,
+    think_s: float = 0.25,
+    max_requests: int = 200_000,
+    drain_s: float = 180.0,
+    timeout_s: float = 10.0,
+    seed: int = 7,
+) -> LoadReport:
     """Run the load against `base_url` and check it.
 
     Args:
@@ -242,20 +355,41 @@ async def run_load(base_url: str, api_key: str, *, users: int = 20, duration_s: 
         timeout_s: limit of one request (seconds); a request over it counts as an error.
     """
     run = secrets.token_hex(2)
-    population = [_User(i, f"load-{run}-{i:03d}", f"quokka{i:03d}{secrets.token_hex(2)}",
-                        f"load-chat-{run}-{i:03d}") for i in range(users)]
+    population = [
+        _User(
+            i,
+            f"load-{run}-{i:03d}",
+            f"quokka{i:03d}{secrets.token_hex(2)}",
+            f"load-chat-{run}-{i:03d}",
+        )
+        for i in range(users)
+    ]
     report = LoadReport(users=users)
     limits = httpx.Limits(max_connections=users + 4, max_keepalive_connections=users + 4)
-    async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits,
-                                 headers={"Authorization": f"Bearer {api_key}"},
-                                 trust_env=False) as client:
+    async with httpx.AsyncClient(
+        base_url=base_url,
+        timeout=timeout_s,
+        limits=limits,
+        headers={"Authorization": f"Bearer {api_key}"},
+        trust_env=False,
+    ) as client:
         await asyncio.gather(*(_seed(client, u) for u in population))
         started = time.monotonic()
         deadline = started + duration_s
-        await asyncio.gather(*(
-            _user_loop(client, report, u, deadline=deadline, think_s=think_s,
-                       max_requests=max_requests, seed=seed * 1000 + u.index)
-            for u in population))
+        await asyncio.gather(
+            *(
+                _user_loop(
+                    client,
+                    report,
+                    u,
+                    deadline=deadline,
+                    think_s=think_s,
+                    max_requests=max_requests,
+                    seed=seed * 1000 + u.index,
+                )
+                for u in population
+            )
+        )
         report.duration_s = time.monotonic() - started
         await _drain(client, report, drain_s)
         await _final_sweep(client, report, population)
@@ -263,16 +397,22 @@ async def run_load(base_url: str, api_key: str, *, users: int = 20, duration_s: 
 
 
 def _markdown(report: dict[str, Any]) -> str:
-    lines = [f"# Load test: {report['users']} users x {report['duration_s']} s", "",
-             f"{report['requests']} requests ({report['throughput_rps']} per second); "
-             f"errors {report['errors']}, leaks {report['leaks']}, facts lost "
-             f"{report['facts_lost']}, duplicated {report['facts_duplicated']} "
-             f"({report['facts_accepted']} accepted).", "",
-             "| kind | requests | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|"]
+    lines = [
+        f"# Load test: {report['users']} users x {report['duration_s']} s",
+        "",
+        f"{report['requests']} requests ({report['throughput_rps']} per second); "
+        f"errors {report['errors']}, leaks {report['leaks']}, facts lost "
+        f"{report['facts_lost']}, duplicated {report['facts_duplicated']} "
+        f"({report['facts_accepted']} accepted).",
+        "",
+        "| kind | requests | p50 ms | p95 ms | p99 ms |",
+        "|---|---|---|---|---|",
+    ]
     for kind, numbers in report["latency_ms"].items():
         count = report["by_kind"].get(kind, report["requests"])
-        lines.append(f"| {kind} | {count} | {numbers['p50']} | {numbers['p95']} | "
-                     f"{numbers['p99']} |")
+        lines.append(
+            f"| {kind} | {count} | {numbers['p50']} | {numbers['p95']} | {numbers['p99']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -281,17 +421,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=20)
     parser.add_argument("--duration-s", type=float, default=30.0)
-    parser.add_argument("--think-s", type=float, default=0.25,
-                        help="mean pause between one user's requests (seconds)")
+    parser.add_argument(
+        "--think-s",
+        type=float,
+        default=0.25,
+        help="mean pause between one user's requests (seconds)",
+    )
     parser.add_argument("--url", help="an already running service (default: start one)")
     parser.add_argument("--api-key", help="its API key (with --url)")
-    parser.add_argument("--state-dir", type=Path,
-                        help="MEMORY_STATE_DIR of the started service (default: a temp folder)")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="MEMORY_STATE_DIR of the started service (default: a temp folder)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "reliability_load.json")
     args = parser.parse_args(argv)
     if args.url:
-        report = asyncio.run(run_load(args.url, args.api_key or "", users=args.users,
-                                      duration_s=args.duration_s, think_s=args.think_s))
+        report = asyncio.run(
+            run_load(
+                args.url,
+                args.api_key or "",
+                users=args.users,
+                duration_s=args.duration_s,
+                think_s=args.think_s,
+            )
+        )
     else:
         report = _with_service(args)
     figures = report.as_dict()
@@ -299,8 +453,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(figures, indent=2) + "\n")
     args.out.with_suffix(".md").write_text(_markdown(figures))
     print(_markdown(figures))
-    bad = figures["errors"] or figures["leaks"] or figures["facts_lost"] or \
-        figures["facts_duplicated"] or not figures["drained"]
+    bad = (
+        figures["errors"]
+        or figures["leaks"]
+        or figures["facts_lost"]
+        or figures["facts_duplicated"]
+        or not figures["drained"]
+    )
     return 1 if bad else 0
 
 
@@ -309,17 +468,28 @@ def _with_service(args: argparse.Namespace) -> LoadReport:
     from tests.support.llm_stub import LLMStub
 
     key = secrets.token_urlsafe(16)
-    with tempfile.TemporaryDirectory(prefix="load-") as tmp, \
-            LLMStub(responder=echo_facts) as llm:
+    with tempfile.TemporaryDirectory(prefix="load-") as tmp, LLMStub(responder=echo_facts) as llm:
         state = args.state_dir or Path(tmp) / "state"
-        service = ServiceProcess(state_dir=state, port=free_port(), api_key=key,
-                                 llm_base_url=llm.base_url, llm_model="stub-model",
-                                 log_path=Path(tmp) / "service.log")
+        service = ServiceProcess(
+            state_dir=state,
+            port=free_port(),
+            api_key=key,
+            llm_base_url=llm.base_url,
+            llm_model="stub-model",
+            log_path=Path(tmp) / "service.log",
+        )
         service.start()
         try:
             service.wait_ready(300)
-            return asyncio.run(run_load(service.url, key, users=args.users,
-                                        duration_s=args.duration_s, think_s=args.think_s))
+            return asyncio.run(
+                run_load(
+                    service.url,
+                    key,
+                    users=args.users,
+                    duration_s=args.duration_s,
+                    think_s=args.think_s,
+                )
+            )
         finally:
             service.terminate(60)
             service.stop_leftover_postgres()

@@ -66,7 +66,11 @@ DEFAULT_DATA_PATH = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.
 
 #: LoCoMo's category integers (not in the paper's order; LOCOMO.md step 5).
 CATEGORY_NAMES: Mapping[int, str] = {
-    1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial",
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
 }
 #: Categories that are measured; 5 (adversarial) has a false premise by design.
 QA_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
@@ -79,9 +83,11 @@ _SESSION_DATE = re.compile(
     r"\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*",
     re.IGNORECASE,
 )
-_MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name} | {
-    name.lower(): number for number, name in enumerate(calendar.month_abbr) if name
-} | {"sept": 9}
+_MONTHS = (
+    {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
+    | {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
+    | {"sept": 9}
+)
 
 
 # -- records ----------------------------------------------------------------------------------
@@ -267,8 +273,12 @@ def conversation_turns(sample: Mapping[str, Any]) -> list[Turn]:
     """Every turn of a sample, sessions in numeric order, turns in order."""
     conversation = sample["conversation"]
     return [
-        Turn(dia_id=str(raw["dia_id"]), session=number, speaker=str(raw["speaker"]),
-             text=turn_text(raw))
+        Turn(
+            dia_id=str(raw["dia_id"]),
+            session=number,
+            speaker=str(raw["speaker"]),
+            text=turn_text(raw),
+        )
         for number in session_numbers(sample)
         for raw in conversation[f"session_{number}"]
     ]
@@ -335,14 +345,18 @@ def speaker_facts(sample: Mapping[str, Any], speaker: str) -> list[Fact]:
     for number, by_speaker in numbered:
         for entry in by_speaker.get(speaker, []):
             text, cited = entry[0], entry[1]
-            facts.append(Fact(text=str(text), dia_ids=normalize_evidence(cited, known),
-                              session=number, speaker=speaker))
+            facts.append(
+                Fact(
+                    text=str(text),
+                    dia_ids=normalize_evidence(cited, known),
+                    session=number,
+                    speaker=speaker,
+                )
+            )
     return facts
 
 
-def assign_facts(
-    groups: Sequence[TurnGroup], facts: Iterable[Fact]
-) -> dict[str, tuple[Fact, ...]]:
+def assign_facts(groups: Sequence[TurnGroup], facts: Iterable[Fact]) -> dict[str, tuple[Fact, ...]]:
     """Decide at which turn group each fact is "extracted".
 
     A fact goes to the group holding the last (in conversation order) of its cited ids that lie
@@ -378,9 +392,13 @@ def _group_session(turns: Sequence[Turn], speaker: str) -> tuple[tuple[Turn, ...
         user_end = index
         while index < len(turns) and turns[index].speaker != speaker:
             index += 1
-        groups.append(TurnGroup(session=turns[start].session,
-                                user_turns=tuple(turns[start:user_end]),
-                                reply_turns=tuple(turns[user_end:index])))
+        groups.append(
+            TurnGroup(
+                session=turns[start].session,
+                user_turns=tuple(turns[start:user_end]),
+                reply_turns=tuple(turns[user_end:index]),
+            )
+        )
     return opening, groups
 
 
@@ -406,22 +424,31 @@ def build_replay_plan(sample: Mapping[str, Any], speaker: str) -> ReplayPlan:
         if not groups:
             continue
         date_time = str(conversation[f"session_{number}_date_time"])
-        sessions.append(SessionPlan(session=number, date_time=date_time,
-                                    date=parse_session_date(date_time),
-                                    opening=opening, groups=tuple(groups)))
+        sessions.append(
+            SessionPlan(
+                session=number,
+                date_time=date_time,
+                date=parse_session_date(date_time),
+                opening=opening,
+                groups=tuple(groups),
+            )
+        )
     facts = speaker_facts(sample, speaker)
     all_groups = [group for session in sessions for group in session.groups]
-    return ReplayPlan(conversation_id=str(sample.get("sample_id", "")), speaker=speaker,
-                      other=other, sessions=tuple(sessions), facts=tuple(facts),
-                      facts_at=assign_facts(all_groups, facts))
+    return ReplayPlan(
+        conversation_id=str(sample.get("sample_id", "")),
+        speaker=speaker,
+        other=other,
+        sessions=tuple(sessions),
+        facts=tuple(facts),
+        facts_at=assign_facts(all_groups, facts),
+    )
 
 
 # -- questions --------------------------------------------------------------------------------
 
 
-def load_qa(
-    sample: Mapping[str, Any], categories: Collection[int] = QA_CATEGORIES
-) -> list[QAItem]:
+def load_qa(sample: Mapping[str, Any], categories: Collection[int] = QA_CATEGORIES) -> list[QAItem]:
     """The sample's questions of `categories` with cleaned evidence (LOCOMO.md step 3).
 
     Questions left without evidence are dropped. Each question is assigned to the speaker who
@@ -440,6 +467,14 @@ def load_qa(
         counts = Counter(spoken_by[dia_id] for dia_id in evidence)
         speaker = speaker_a if counts[speaker_a] * 2 >= len(evidence) else speaker_b
         answer = raw.get("answer", raw.get("adversarial_answer", ""))
-        items.append(QAItem(index=index, question=str(raw["question"]), answer=str(answer),
-                            category=category, evidence=evidence, speaker=speaker))
+        items.append(
+            QAItem(
+                index=index,
+                question=str(raw["question"]),
+                answer=str(answer),
+                category=category,
+                evidence=evidence,
+                speaker=speaker,
+            )
+        )
     return items

@@ -106,7 +106,8 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 #: prepositions, conjunctions, question words), for the `bm25_short_stoplist` sensitivity run.
 #: scikit-learn's 318-word list also drops content verbs and nouns that LoCoMo questions hinge
 #: on ("find", "go", "see", "made", "give", "name", "part", "move", "fire"...).
-FUNCTION_WORDS = frozenset("""
+FUNCTION_WORDS = frozenset(
+    """
 a an the and or but nor if then else so than too very of at by for with about against to from
 in on into onto out off over under up down through during before after above below again
 further once is are was were be been being am do does did doing have has had having i me my
@@ -114,7 +115,8 @@ mine myself you your yours yourself he him his himself she her hers herself it i
 us our ours ourselves they them their theirs themselves what which who whom whose this that
 these those when where why how there here all any both each few more most other some such no
 not only own same can could will would shall should may might must just now s t don
-""".split())
+""".split()
+)
 
 
 def tokenize(text: str, stop_words: Collection[str] | None = None) -> list[str]:
@@ -173,8 +175,11 @@ def ndcg_at_k(
     if n_relevant <= 0:
         return 0.0
     wanted = set(evidence)
-    dcg = sum(1.0 / math.log2(rank + 1)
-              for rank, cover in enumerate(ranked[:k], start=1) if _relevant(cover, wanted))
+    dcg = sum(
+        1.0 / math.log2(rank + 1)
+        for rank, cover in enumerate(ranked[:k], start=1)
+        if _relevant(cover, wanted)
+    )
     ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(n_relevant, k) + 1))
     return dcg / ideal
 
@@ -216,11 +221,15 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         names = group[0]["metrics"].keys()
         return {"n": len(group)} | {
             name: round(100.0 * float(np.mean([r["metrics"][name] for r in group])), 1)
-            for name in names}
+            for name in names
+        }
 
-    return {"overall": mean(rows),
-            "by_category": {str(c): mean([r for r in rows if r["category"] == c])
-                            for c in QA_CATEGORIES}}
+    return {
+        "overall": mean(rows),
+        "by_category": {
+            str(c): mean([r for r in rows if r["category"] == c]) for c in QA_CATEGORIES
+        },
+    }
 
 
 # -- pools ------------------------------------------------------------------------------------
@@ -246,8 +255,9 @@ class Pool:
         wanted = set(evidence)
         return sum(1 for cover in self.covers if cover & wanted)
 
-    def bm25_top(self, question: str, k: int,
-                 stop_words: Collection[str] | None = None) -> list[int]:
+    def bm25_top(
+        self, question: str, k: int, stop_words: Collection[str] | None = None
+    ) -> list[int]:
         """Indices of the `k` best memories by Okapi BM25, ties in insertion order.
 
         Args:
@@ -257,8 +267,9 @@ class Pool:
         if key not in self._bm25:
             from rank_bm25 import BM25Okapi
 
-            self._bm25[key] = BM25Okapi([tokenize(t, stop_words) for t in self.texts],
-                                        k1=BM25_K1, b=BM25_B)
+            self._bm25[key] = BM25Okapi(
+                [tokenize(t, stop_words) for t in self.texts], k1=BM25_K1, b=BM25_B
+            )
         scores = self._bm25[key].get_scores(tokenize(question, stop_words))
         return np.argsort(-scores, kind="stable")[:k].tolist()
 
@@ -276,22 +287,32 @@ def turn_pool(sample: Mapping[str, Any]) -> Pool:
     """The pool of a conversation's turns (LOCOMO.md step 1)."""
     turns = conversation_turns(sample)
     conv = str(sample["sample_id"])
-    return Pool(conversation_id=conv, kind="turns", owner_id=f"locomo-{conv}-turns",
-                texts=[f"{t.speaker}: {t.text}" for t in turns],
-                covers=[frozenset({t.dia_id}) for t in turns],
-                dates=[_session_date(sample, t.session) for t in turns],
-                now=last_session_date(sample) + timedelta(days=1))
+    return Pool(
+        conversation_id=conv,
+        kind="turns",
+        owner_id=f"locomo-{conv}-turns",
+        texts=[f"{t.speaker}: {t.text}" for t in turns],
+        covers=[frozenset({t.dia_id}) for t in turns],
+        dates=[_session_date(sample, t.session) for t in turns],
+        now=last_session_date(sample) + timedelta(days=1),
+    )
 
 
 def observation_pool(sample: Mapping[str, Any]) -> Pool:
     """The pool of a conversation's observation facts, by session, speaker_a's first."""
-    facts = sorted((f for s in speakers(sample) for f in speaker_facts(sample, s)),
-                   key=lambda f: f.session)  # stable: speaker_a before speaker_b per session
+    facts = sorted(
+        (f for s in speakers(sample) for f in speaker_facts(sample, s)), key=lambda f: f.session
+    )  # stable: speaker_a before speaker_b per session
     conv = str(sample["sample_id"])
-    return Pool(conversation_id=conv, kind="observations", owner_id=f"locomo-{conv}-facts",
-                texts=[f.text for f in facts], covers=[frozenset(f.dia_ids) for f in facts],
-                dates=[_session_date(sample, f.session) for f in facts],
-                now=last_session_date(sample) + timedelta(days=1))
+    return Pool(
+        conversation_id=conv,
+        kind="observations",
+        owner_id=f"locomo-{conv}-facts",
+        texts=[f.text for f in facts],
+        covers=[frozenset(f.dia_ids) for f in facts],
+        dates=[_session_date(sample, f.session) for f in facts],
+        now=last_session_date(sample) + timedelta(days=1),
+    )
 
 
 # -- the service ------------------------------------------------------------------------------
@@ -312,8 +333,12 @@ async def service_runtime(url: str, state_dir: Path, encoder: Any) -> Any:
     from service.api.app import create_app
     from service.config import Settings
 
-    settings = Settings(DATABASE_URL=url, MEMORY_API_KEY="bench-only", MEMORY_STATE_DIR=state_dir,
-                        MEMORY_RUN_WORKERS=False)
+    settings = Settings(
+        DATABASE_URL=url,
+        MEMORY_API_KEY="bench-only",
+        MEMORY_STATE_DIR=state_dir,
+        MEMORY_RUN_WORKERS=False,
+    )
     app = create_app(settings, encoder=encoder)
     async with app.router.lifespan_context(app):
         yield app.state.runtime
@@ -329,9 +354,17 @@ def retrieval_function() -> tuple[Callable[..., Any], str]:
     return _adapter_retrieve, "adapter: storage.memories.search + core.ranking.rank_candidates"
 
 
-async def _adapter_retrieve(rt: Any, *, scope: Any, query: str, now: datetime, limit: int,
-                            params: Any = None, apply_gate: bool = False,
-                            query_vector: np.ndarray | None = None) -> list[Any]:
+async def _adapter_retrieve(
+    rt: Any,
+    *,
+    scope: Any,
+    query: str,
+    now: datetime,
+    limit: int,
+    params: Any = None,
+    apply_gate: bool = False,
+    query_vector: np.ndarray | None = None,
+) -> list[Any]:
     """The inlet's ranking before `retrieve` existed: exact vector top-`limit`, then the blend.
 
     Without `apply_gate` the relevance threshold is 0, so a full top `limit` comes back.
@@ -344,13 +377,13 @@ async def _adapter_retrieve(rt: Any, *, scope: Any, query: str, now: datetime, l
         params = dataclasses.replace(params, relevance_threshold=0.0)
     vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
     async with rt.db.unit_of_work() as session:
-        candidates = await memories.search(session, scope=scope, query_vector=vector,
-                                           limit=limit)
+        candidates = await memories.search(session, scope=scope, query_vector=vector, limit=limit)
     return ranking.rank_candidates(candidates, now=now, params=params)[:limit]
 
 
-def service_variants(rt: Any, retrieve: Callable[..., Any], *,
-                     ablations: bool) -> dict[str, dict[str, Any]]:
+def service_variants(
+    rt: Any, retrieve: Callable[..., Any], *, ablations: bool
+) -> dict[str, dict[str, Any]]:
     """Keyword arguments of `retrieve` for each measured variant of our read path.
 
     - ours: the full ranking (no relevance gate), what the protocol's top 50 asks for;
@@ -366,13 +399,14 @@ def service_variants(rt: Any, retrieve: Callable[..., Any], *,
         variants["ours_gated"] = {"apply_gate": True}
     if ablations and "params" in accepted:
         base = rt.ranking_params()
-        knobs = {"ours_no_mmr": {"mmr_lambda": 1.0},
-                 "ours_no_recency": {"relevance_weight": 1.0},
-                 "ours_no_fulltext": {"keyword_weight": 0.0}}
+        knobs = {
+            "ours_no_mmr": {"mmr_lambda": 1.0},
+            "ours_no_recency": {"relevance_weight": 1.0},
+            "ours_no_fulltext": {"keyword_weight": 0.0},
+        }
         for name, change in knobs.items():
             if all(hasattr(base, knob) for knob in change):
-                variants[name] = variants["ours"] | {
-                    "params": dataclasses.replace(base, **change)}
+                variants[name] = variants["ours"] | {"params": dataclasses.replace(base, **change)}
     return variants
 
 
@@ -384,13 +418,23 @@ async def insert_pool(rt: Any, pool: Pool) -> float:
     started = time.perf_counter()
     async with rt.db.unit_of_work() as session:
         for index, (text, cover, date) in enumerate(
-                zip(pool.texts, pool.covers, pool.dates, strict=True)):
+            zip(pool.texts, pool.covers, pool.dates, strict=True)
+        ):
             memory = await memories.insert(
-                session, owner_kind=OwnerKind.USER, owner_id=pool.owner_id, bank=Bank.PERSONAL,
-                content=text, tags=(), confidence=0.9, source_kind=SourceKind.EXTRACTION,
+                session,
+                owner_kind=OwnerKind.USER,
+                owner_id=pool.owner_id,
+                bank=Bank.PERSONAL,
+                content=text,
+                tags=(),
+                confidence=0.9,
+                source_kind=SourceKind.EXTRACTION,
                 source_chat_id=f"{pool.conversation_id}-{pool.kind}",
-                source_message_id=",".join(sorted(cover)) or None, created_at=date,
-                embedding=pool.vectors[index], embedding_model=rt.encoder.model_name)
+                source_message_id=",".join(sorted(cover)) or None,
+                created_at=date,
+                embedding=pool.vectors[index],
+                embedding_model=rt.encoder.model_name,
+            )
             pool.by_memory_id[memory.id] = index
     return time.perf_counter() - started
 
@@ -425,7 +469,8 @@ class RunRecord:
 
 
 async def evaluate(
-    pools: Sequence[Pool], questions: Mapping[str, Sequence[QAItem]],
+    pools: Sequence[Pool],
+    questions: Mapping[str, Sequence[QAItem]],
     search: Callable[[Pool, QAItem], Any],
 ) -> RunRecord:
     """Run `search` (pool, question) → indices best first over every question; time each call.
@@ -444,38 +489,58 @@ async def evaluate(
             indices = await search(pool, question)
             record.search_ms.append((time.perf_counter() - started) * 1000.0)
             ranked = [pool.covers[i] for i in indices]
-            record.rows.append({
-                "conversation": pool.conversation_id, "index": question.index,
-                "category": question.category,
-                "metrics": question_metrics(ranked, question.evidence,
-                                            pool.n_relevant(question.evidence))})
-            record.tokens_top10.append(estimate_tokens("\n".join(pool.texts[i]
-                                                                 for i in indices[:10])))
+            record.rows.append(
+                {
+                    "conversation": pool.conversation_id,
+                    "index": question.index,
+                    "category": question.category,
+                    "metrics": question_metrics(
+                        ranked, question.evidence, pool.n_relevant(question.evidence)
+                    ),
+                }
+            )
+            record.tokens_top10.append(
+                estimate_tokens("\n".join(pool.texts[i] for i in indices[:10]))
+            )
             record.returned.append(len(indices))
     return record
 
 
-def _report(record: RunRecord, pools: Sequence[Pool], load: tuple[float, float],
-            per_question: bool) -> dict[str, Any]:
+def _report(
+    record: RunRecord, pools: Sequence[Pool], load: tuple[float, float], per_question: bool
+) -> dict[str, Any]:
     report = summarize(record.rows) | {
         "memories_stored": sum(len(p.texts) for p in pools),
         "tokens_top10_mean": round(float(np.mean(record.tokens_top10)), 1),
         "returned_mean": round(float(np.mean(record.returned)), 1),
         "returned_none_share": round(100.0 * float(np.mean(np.array(record.returned) == 0)), 1),
-        "search_latency": _percentiles(record.search_ms) | {
-            "n": len(record.search_ms), "loadavg_1min_before_after": [round(x, 2) for x in load]},
+        "search_latency": _percentiles(record.search_ms)
+        | {"n": len(record.search_ms), "loadavg_1min_before_after": [round(x, 2) for x in load]},
     }
     if per_question:
         report["per_question"] = {
             "fields": ["conversation", "qa index", "category", "recall@10", "reciprocal rank"],
-            "rows": [[r["conversation"], r["index"], r["category"],
-                      round(r["metrics"]["recall@10"], 3), round(r["metrics"]["mrr"], 3)]
-                     for r in record.rows]}
+            "rows": [
+                [
+                    r["conversation"],
+                    r["index"],
+                    r["category"],
+                    round(r["metrics"]["recall@10"], 3),
+                    round(r["metrics"]["mrr"], 3),
+                ]
+                for r in record.rows
+            ],
+        }
     return report
 
 
-async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
-                        ablations: bool = False, per_question: bool = False) -> dict[str, Any]:
+async def run_benchmark(
+    data: Path,
+    conversations: Sequence[int] | None,
+    *,
+    ablations: bool = False,
+    per_question: bool = False,
+) -> dict[str, Any]:
     """The whole benchmark; returns the JSON document."""
     _scrubbed_environment()
     # Import the whole service first, so a broken tree fails before minutes of embedding.
@@ -491,8 +556,10 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
     n_questions = sum(len(q) for q in questions.values())
     if conversations is None and n_questions != EXPECTED_QUESTIONS:
         raise RuntimeError(f"{n_questions} questions after cleaning, expected {EXPECTED_QUESTIONS}")
-    corpora = {"turns": [turn_pool(s) for s in samples],
-               "observations": [observation_pool(s) for s in samples]}
+    corpora = {
+        "turns": [turn_pool(s) for s in samples],
+        "observations": [observation_pool(s) for s in samples],
+    }
 
     _progress("loading the embedding model")
     encoder = Encoder()
@@ -504,15 +571,19 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
     offset = 0
     for pools in corpora.values():
         for pool in pools:
-            pool.vectors = vectors[offset:offset + len(pool.texts)]
+            pool.vectors = vectors[offset : offset + len(pool.texts)]
             offset += len(pool.texts)
     # Questions are embedded once and handed to `retrieve` as `query_vector`; embedded last,
     # they are also the newest entries of the encoder's cache should `retrieve` embed again.
     all_questions = [q.question for qs in questions.values() for q in qs]
     question_vectors = dict(zip(all_questions, encoder.encode_sync(all_questions), strict=True))
     single_ms = []
-    adversarial = [str(raw["question"]) for s in samples for raw in s.get("qa") or []
-                   if int(raw["category"]) == 5][:EMBED_TIMING_QUERIES]
+    adversarial = [
+        str(raw["question"])
+        for s in samples
+        for raw in s.get("qa") or []
+        if int(raw["category"]) == 5
+    ][:EMBED_TIMING_QUERIES]
     for text in adversarial:
         t0 = time.perf_counter()
         encoder.encode_sync([text])
@@ -545,30 +616,50 @@ async def run_benchmark(data: Path, conversations: Sequence[int] | None, *,
                 variants = service_variants(rt, retrieve, ablations=ablations)
                 results["setup"]["ours_variants"] = {
                     name: {k: (repr(v) if k == "params" else v) for k, v in kwargs.items()}
-                    for name, kwargs in variants.items()}
+                    for name, kwargs in variants.items()
+                }
                 for kind, pools in corpora.items():
                     results[kind] = await _run_corpus(
-                        pools, questions, question_vectors, retrieve, rt, variants, kind,
-                        per_question)
+                        pools,
+                        questions,
+                        question_vectors,
+                        retrieve,
+                        rt,
+                        variants,
+                        kind,
+                        per_question,
+                    )
                 hits, misses = getattr(encoder, "hits", None), getattr(encoder, "misses", None)
                 results["setup"]["encoder_cache_hits_misses"] = [hits, misses]
         finally:
             server.cleanup()
     results["meta"] = {
-        "data": str(data), "conversations": chosen, "questions": n_questions,
+        "data": str(data),
+        "conversations": chosen,
+        "questions": n_questions,
         "categories": {str(c): CATEGORY_NAMES[c] for c in QA_CATEGORIES},
-        "top_k": TOP_K, "bm25": {"k1": BM25_K1, "b": BM25_B, "tokens": "[a-z0-9]+, lower-cased, "
-                                 "sklearn ENGLISH_STOP_WORDS removed, no stemming"},
-        "cpu_count": os.cpu_count(), "runtime_s": round(time.perf_counter() - started, 1),
+        "top_k": TOP_K,
+        "bm25": {
+            "k1": BM25_K1,
+            "b": BM25_B,
+            "tokens": "[a-z0-9]+, lower-cased, sklearn ENGLISH_STOP_WORDS removed, no stemming",
+        },
+        "cpu_count": os.cpu_count(),
+        "runtime_s": round(time.perf_counter() - started, 1),
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return results
 
 
 async def _run_corpus(
-    pools: Sequence[Pool], questions: Mapping[str, Sequence[QAItem]],
-    question_vectors: Mapping[str, np.ndarray], retrieve: Callable[..., Any], rt: Any,
-    variants: Mapping[str, Mapping[str, Any]], kind: str, per_question: bool,
+    pools: Sequence[Pool],
+    questions: Mapping[str, Sequence[QAItem]],
+    question_vectors: Mapping[str, np.ndarray],
+    retrieve: Callable[..., Any],
+    rt: Any,
+    variants: Mapping[str, Mapping[str, Any]],
+    kind: str,
+    per_question: bool,
 ) -> dict[str, Any]:
     """Every retriever over one corpus."""
 
@@ -588,16 +679,24 @@ async def _run_corpus(
             extra = dict(kwargs)
             if takes_vector:
                 extra["query_vector"] = question_vectors[q.question]
-            ranked = await retrieve(rt, scope=read_scope(pool.owner_id), query=q.question,
-                                    now=pool.now, limit=TOP_K, **extra)
+            ranked = await retrieve(
+                rt,
+                scope=read_scope(pool.owner_id),
+                query=q.question,
+                now=pool.now,
+                limit=TOP_K,
+                **extra,
+            )
             return [pool.by_memory_id[r.memory.id] for r in ranked[:TOP_K]]
+
         return search
 
     for pool in pools:  # build the BM25 indexes outside the timed searches
         pool.bm25_top("warm", 1)
         pool.bm25_top("warm", 1, FUNCTION_WORDS)
     searches = {"bm25": bm25, "bm25_short_stoplist": bm25_short, "dense": dense} | {
-        name: service(kwargs) for name, kwargs in variants.items()}
+        name: service(kwargs) for name, kwargs in variants.items()
+    }
     out: dict[str, Any] = {}
     for name, search in searches.items():
         _progress(f"{kind}: {name}")
@@ -630,36 +729,60 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     """The Markdown report of a `run_benchmark` document."""
     meta, setup = results["meta"], results["setup"]
     lines = [
-        "# LoCoMo retrieval (protocol of LOCOMO.md, categories 1–4)", "",
+        "# LoCoMo retrieval (protocol of LOCOMO.md, categories 1–4)",
+        "",
         f"n = {meta['questions']} questions over conversations {meta['conversations']}; "
         f"top {meta['top_k']} per question; ours = `{setup['ours_function']}`; "
         f"finished {meta['finished']} in {meta['runtime_s']:.0f} s on {meta['cpu_count']} CPUs.",
         "",
     ]
-    for kind, title in (("turns", "Memories = dialogue turns"),
-                        ("observations", "Memories = the dataset's observation facts")):
+    for kind, title in (
+        ("turns", "Memories = dialogue turns"),
+        ("observations", "Memories = the dataset's observation facts"),
+    ):
         block = results[kind]
         header = ["retriever", *(c.replace("recall", "R") for c in _METRIC_COLUMNS)]
-        lines += [f"## {title}", "", "Overall:", "", "| " + " | ".join(header) + " |",
-                  "|---|" + "---:|" * len(_METRIC_COLUMNS)]
+        lines += [
+            f"## {title}",
+            "",
+            "Overall:",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|---|" + "---:|" * len(_METRIC_COLUMNS),
+        ]
         for name, report in block.items():
             cells = [_pct(report["overall"].get(c)) for c in _METRIC_COLUMNS]
             lines.append(f"| {RETRIEVER_LABELS[name]} | " + " | ".join(cells) + " |")
-        lines += ["", "Per category (R@5 / R@10 / R@25 / NDCG@10 / MRR):", "",
-                  "| retriever | " + " | ".join(f"{c} {CATEGORY_NAMES[c]} (n = "
-                                                 f"{next(iter(block.values()))['by_category'][str(c)]['n']})"
-                                                 for c in QA_CATEGORIES) + " |",
-                  "|---|" + "---:|" * len(QA_CATEGORIES)]
+        lines += [
+            "",
+            "Per category (R@5 / R@10 / R@25 / NDCG@10 / MRR):",
+            "",
+            "| retriever | "
+            + " | ".join(
+                f"{c} {CATEGORY_NAMES[c]} (n = "
+                f"{next(iter(block.values()))['by_category'][str(c)]['n']})"
+                for c in QA_CATEGORIES
+            )
+            + " |",
+            "|---|" + "---:|" * len(QA_CATEGORIES),
+        ]
         for name, report in block.items():
             cells = []
             for c in QA_CATEGORIES:
                 row = report["by_category"][str(c)]
-                cells.append(" / ".join(f"{row[m]:.1f}" for m in
-                                        ("recall@5", "recall@10", "recall@25", "ndcg@10", "mrr")))
+                cells.append(
+                    " / ".join(
+                        f"{row[m]:.1f}"
+                        for m in ("recall@5", "recall@10", "recall@25", "ndcg@10", "mrr")
+                    )
+                )
             lines.append(f"| {RETRIEVER_LABELS[name]} | " + " | ".join(cells) + " |")
-        lines += ["", "| retriever | memories stored | tokens in top 10 (mean) | returned (mean) "
-                  "| none returned | search p50 / p95 | load avg (1 min) |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "| retriever | memories stored | tokens in top 10 (mean) | returned (mean) "
+            "| none returned | search p50 / p95 | load avg (1 min) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for name, report in block.items():
             lat = report["search_latency"]
             load = lat["loadavg_1min_before_after"]
@@ -667,11 +790,13 @@ def render_markdown(results: Mapping[str, Any]) -> str:
                 f"| {RETRIEVER_LABELS[name]} | {report['memories_stored']:,} | "
                 f"{report['tokens_top10_mean']:.0f} | {report['returned_mean']:.1f} | "
                 f"{_pct(report['returned_none_share'])} | "
-                f"{lat['p50_ms']:.2f} / {lat['p95_ms']:.2f} ms | {load[0]:.2f} → {load[1]:.2f} |")
+                f"{lat['p50_ms']:.2f} / {lat['p95_ms']:.2f} ms | {load[0]:.2f} → {load[1]:.2f} |"
+            )
         lines.append("")
     single = setup["query_embedding_single"]
     lines += [
-        "## Conditions", "",
+        "## Conditions",
+        "",
         f"- Ingest: {setup['embedded_texts']:,} memory texts embedded in "
         f"{setup['embed_seconds']:.0f} s ({setup['embed_texts_per_s']:.0f} texts/s, batches "
         f"of 32), stored through `service.storage.memories.insert` at "
@@ -693,27 +818,48 @@ def render_markdown(results: Mapping[str, Any]) -> str:
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.locomo_retrieval",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_PATH,
-                        help="locomo10.json (default: ../shared/data/locomo/locomo10.json)")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR,
-                        help="where locomo_retrieval.{json,md,png} go (default: bench/results)")
-    parser.add_argument("--ablations", action="store_true",
-                        help="also run ours with MMR, recency and full text switched off in turn")
-    parser.add_argument("--per-question", action="store_true",
-                        help="also keep each question's recall@10 and reciprocal rank in the JSON")
-    parser.add_argument("--conversations", type=lambda s: [int(x) for x in s.split(",")],
-                        default=None, help="comma-separated conversation indices (default: all)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.locomo_retrieval", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA_PATH,
+        help="locomo10.json (default: ../shared/data/locomo/locomo10.json)",
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=DEFAULT_OUT_DIR,
+        help="where locomo_retrieval.{json,md,png} go (default: bench/results)",
+    )
+    parser.add_argument(
+        "--ablations",
+        action="store_true",
+        help="also run ours with MMR, recency and full text switched off in turn",
+    )
+    parser.add_argument(
+        "--per-question",
+        action="store_true",
+        help="also keep each question's recall@10 and reciprocal rank in the JSON",
+    )
+    parser.add_argument(
+        "--conversations",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=None,
+        help="comma-separated conversation indices (default: all)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and write JSON, Markdown and PNG; prints the Markdown."""
     args = _parse_args(argv)
-    results = asyncio.run(run_benchmark(args.data, args.conversations,
-                                        ablations=args.ablations,
-                                        per_question=args.per_question))
+    results = asyncio.run(
+        run_benchmark(
+            args.data, args.conversations, ablations=args.ablations, per_question=args.per_question
+        )
+    )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     base = args.out_dir / "locomo_retrieval"
     base.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -721,8 +867,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     base.with_suffix(".md").write_text(markdown, encoding="utf-8")
     from bench.plots import plot_retrieval
 
-    plot_retrieval(results, base.with_suffix(".png"), labels=RETRIEVER_LABELS,
-                   names=("bm25", "dense", "ours", "ours_gated"))
+    plot_retrieval(
+        results,
+        base.with_suffix(".png"),
+        labels=RETRIEVER_LABELS,
+        names=("bm25", "dense", "ours", "ours_gated"),
+    )
     print(markdown)
     return 0
 

@@ -25,8 +25,13 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_retrieval(results: Mapping[str, Any], path: Path, *, labels: Mapping[str, str],
-                   names: Sequence[str] | None = None) -> None:
+def plot_retrieval(
+    results: Mapping[str, Any],
+    path: Path,
+    *,
+    labels: Mapping[str, str],
+    names: Sequence[str] | None = None,
+) -> None:
     """Grouped bars of Recall@10 (%) per category and overall, one panel per corpus.
 
     Args:
@@ -45,8 +50,12 @@ def plot_retrieval(results: Mapping[str, Any], path: Path, *, labels: Mapping[st
         width = 0.8 / len(drawn)
         for offset, name in enumerate(drawn):
             report = block[name]
-            values = [report["overall"]["recall@10"] if key == "overall"
-                      else report["by_category"][key]["recall@10"] for key, _ in groups]
+            values = [
+                report["overall"]["recall@10"]
+                if key == "overall"
+                else report["by_category"][key]["recall@10"]
+                for key, _ in groups
+            ]
             xs = [i + (offset - (len(drawn) - 1) / 2) * width for i in range(len(groups))]
             bars = ax.bar(xs, values, width, label=labels.get(name, name).replace("**", ""))
             ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
@@ -77,16 +86,18 @@ def plot_latency(results: Mapping[str, Any], path: Path) -> None:
         xs = [r["user_rows"] for r in rows]
         color = f"C{index}"
         ax.plot(xs, [r["p50_ms"] for r in rows], "o-", color=color, label=f"{name} p50")
-        ax.plot(xs, [r["p95_ms"] for r in rows], "o--", color=color, alpha=0.5,
-                label=f"{name} p95")
+        ax.plot(xs, [r["p95_ms"] for r in rows], "o--", color=color, alpha=0.5, label=f"{name} p95")
     ax.axhline(100, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("memories of the querying user")
     ax.set_ylabel("time per request (ms)")
     total = results.get("meta", {}).get("total_rows")
-    ax.set_title(f"Context time vs memory count ({total:,} rows in the table)" if total
-                 else "Context time vs memory count")
+    ax.set_title(
+        f"Context time vs memory count ({total:,} rows in the table)"
+        if total
+        else "Context time vs memory count"
+    )
     ax.grid(which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()

@@ -26,30 +26,54 @@ def summarize(folder: Path) -> str:
     fail_open = _read(folder, "fail_open")
     lines += ["## Faults survived", ""]
     if fail_open:
-        lines += [f"Filter valves: inlet {fail_open['inlet_timeout_s']} s, outlet "
-                  f"{fail_open['outlet_timeout_s']} s. Each row: the chat was answered, without "
-                  "memory, with a status line.", "",
-                  "| fault | inlet returned after (s) | outlet returned after (s) |",
-                  "|---|---|---|"]
-        lines += [f"| {fault} | {f['inlet_s']} | {f['outlet_s']} |"
-                  for fault, f in fail_open["faults"].items()]
+        lines += [
+            f"Filter valves: inlet {fail_open['inlet_timeout_s']} s, outlet "
+            f"{fail_open['outlet_timeout_s']} s. Each row: the chat was answered, without "
+            "memory, with a status line.",
+            "",
+            "| fault | inlet returned after (s) | outlet returned after (s) |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {fault} | {f['inlet_s']} | {f['outlet_s']} |"
+            for fault, f in fail_open["faults"].items()
+        ]
         lines.append("")
     else:
         lines += ["fail-open run: not run", ""]
     for name, sentence in (
-        ("llm_outage", lambda f: f"LLM outage: {f['attempts']} attempts, waits "
-                                 f"{f['waits_s']} s, then parked as failed and listed."),
-        ("database_restart", lambda f: f"Database restart under a running service: API ready "
-                                       f"again after {f['ready_again_s']} s, every accepted "
-                                       f"turn done after {f['all_turns_done_s']} s, "
-                                       f"{f['turns_lost']} lost."),
-        ("kill_during_load", lambda f: f"kill -9 during {f['outlet_calls']} outlet calls: "
-                                       f"{f['accepted_before_kill']} accepted before the kill, "
-                                       f"{f['facts_stored_once']} facts stored exactly once, "
-                                       f"{f['lost']} lost, {f['duplicated']} duplicated."),
-        ("embedding_model_change", lambda f: (
-            f"Embedding model changed: {f['re_embedded']} memories re-embedded in the "
-            f"background, requests meanwhile answered {f['requests_meanwhile_status']}.")),
+        (
+            "llm_outage",
+            lambda f: (
+                f"LLM outage: {f['attempts']} attempts, waits "
+                f"{f['waits_s']} s, then parked as failed and listed."
+            ),
+        ),
+        (
+            "database_restart",
+            lambda f: (
+                f"Database restart under a running service: API ready "
+                f"again after {f['ready_again_s']} s, every accepted "
+                f"turn done after {f['all_turns_done_s']} s, "
+                f"{f['turns_lost']} lost."
+            ),
+        ),
+        (
+            "kill_during_load",
+            lambda f: (
+                f"kill -9 during {f['outlet_calls']} outlet calls: "
+                f"{f['accepted_before_kill']} accepted before the kill, "
+                f"{f['facts_stored_once']} facts stored exactly once, "
+                f"{f['lost']} lost, {f['duplicated']} duplicated."
+            ),
+        ),
+        (
+            "embedding_model_change",
+            lambda f: (
+                f"Embedding model changed: {f['re_embedded']} memories re-embedded in the "
+                f"background, requests meanwhile answered {f['requests_meanwhile_status']}."
+            ),
+        ),
     ):
         figures = _read(folder, name)
         lines.append(f"- {sentence(figures)}" if figures else f"- {name}: not run")
@@ -58,12 +82,16 @@ def summarize(folder: Path) -> str:
     load = _read(folder, "load")
     lines += ["## Load held", ""]
     if load:
-        lines += [f"{load['users']} users for {load['duration_s']} s: {load['requests']} "
-                  f"requests ({load['throughput_rps']} per second), errors {load['errors']}, "
-                  f"cross-user leaks {load['leaks']} ({load['answers_with_own_memories']} "
-                  f"answers carried the user's own memories), facts lost {load['facts_lost']}, "
-                  f"duplicated {load['facts_duplicated']} of {load['facts_accepted']}.", "",
-                  "| kind | requests | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|"]
+        lines += [
+            f"{load['users']} users for {load['duration_s']} s: {load['requests']} "
+            f"requests ({load['throughput_rps']} per second), errors {load['errors']}, "
+            f"cross-user leaks {load['leaks']} ({load['answers_with_own_memories']} "
+            f"answers carried the user's own memories), facts lost {load['facts_lost']}, "
+            f"duplicated {load['facts_duplicated']} of {load['facts_accepted']}.",
+            "",
+            "| kind | requests | p50 ms | p95 ms | p99 ms |",
+            "|---|---|---|---|---|",
+        ]
         for kind, n in load["latency_ms"].items():
             count = load["by_kind"].get(kind, load["requests"])
             lines.append(f"| {kind} | {count} | {n['p50']} | {n['p95']} | {n['p99']} |")
@@ -74,12 +102,17 @@ def summarize(folder: Path) -> str:
     fuzz = _read(folder, "api_fuzz")
     lines += ["## Bad inputs tried", ""]
     if fuzz:
-        lines += [f"{fuzz['cases']} requests ({fuzz['generated']} generated from the OpenAPI "
-                  f"schema over {fuzz['operations']} operations, the rest hand-written); "
-                  f"answers by status {fuzz['by_status']}; server errors "
-                  f"{fuzz['server_errors']}.", ""]
-        lines += [f"- 5xx: {e['method']} {e['path']} sent {e['sent'][:120]}"
-                  for e in fuzz["server_error_examples"]]
+        lines += [
+            f"{fuzz['cases']} requests ({fuzz['generated']} generated from the OpenAPI "
+            f"schema over {fuzz['operations']} operations, the rest hand-written); "
+            f"answers by status {fuzz['by_status']}; server errors "
+            f"{fuzz['server_errors']}.",
+            "",
+        ]
+        lines += [
+            f"- 5xx: {e['method']} {e['path']} sent {e['sent'][:120]}"
+            for e in fuzz["server_error_examples"]
+        ]
         lines.append("")
     else:
         lines += ["fuzz run: not run (pip install -e '.[reliability]')", ""]
@@ -88,13 +121,17 @@ def summarize(folder: Path) -> str:
     chat = _read(folder, "poisoning_chat")
     lines += ["## Poisoning and secrets", ""]
     if chat:
-        lines.append(f"- {chat['instruction_like_facts_proposed']} instruction-like facts "
-                     f"proposed by the LLM, {chat['stored']} stored.")
+        lines.append(
+            f"- {chat['instruction_like_facts_proposed']} instruction-like facts "
+            f"proposed by the LLM, {chat['stored']} stored."
+        )
     if secrets:
-        lines.append(f"- {secrets['secrets_in_messages']} credentials in a message: "
-                     f"{secrets['sent_to_llm']} sent to the LLM, {secrets['found_in_tables']} "
-                     f"found in {', '.join(secrets['tables_searched'])}, "
-                     f"{secrets['found_in_logs']} in the logs.")
+        lines.append(
+            f"- {secrets['secrets_in_messages']} credentials in a message: "
+            f"{secrets['sent_to_llm']} sent to the LLM, {secrets['found_in_tables']} "
+            f"found in {', '.join(secrets['tables_searched'])}, "
+            f"{secrets['found_in_logs']} in the logs."
+        )
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -98,7 +98,8 @@ _NEW_USER_MESSAGE = re.compile(r"<new_user_message>(.*?)</new_user_message>", re
 #: a new message of a batch: "[u2] 2023-05-08 (Monday)" then the quoted message
 _BATCH_MESSAGE = re.compile(
     r"^\[(u\d+)\] (\d{4}-\d{2}-\d{2})[^\n]*\n<new_user_message>(.*?)</new_user_message>",
-    re.DOTALL | re.MULTILINE)
+    re.DOTALL | re.MULTILINE,
+)
 _USER_NAME = re.compile(r"<user_name>(.*?)</user_name>", re.DOTALL)
 _SUMMARY_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}\] ([^:\n]+): (.*)$", re.MULTILINE)
 SUMMARY_ITEM_CHARS = 60
@@ -166,8 +167,11 @@ class LocomoResponder:
     def __call__(self, request: dict[str, Any]) -> str:
         messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
         prompt = next(
-            (text for m in reversed(messages)
-             if "<new_user_message>" in (text := _message_text(m.get("content")))),
+            (
+                text
+                for m in reversed(messages)
+                if "<new_user_message>" in (text := _message_text(m.get("content")))
+            ),
             None,
         )
         if prompt is None:
@@ -180,7 +184,8 @@ class LocomoResponder:
         name_match = _USER_NAME.search(prompt)
         name = name_match.group(1).strip() if name_match else ""
         batch: list[tuple[str | None, str | None, str]] = [
-            (m.group(1), m.group(2), m.group(3)) for m in _BATCH_MESSAGE.finditer(prompt)]
+            (m.group(1), m.group(2), m.group(3)) for m in _BATCH_MESSAGE.finditer(prompt)
+        ]
         if not batch and (single := _NEW_USER_MESSAGE.search(prompt)) is not None:
             batch = [(None, None, single.group(1))]
         with self._lock:
@@ -188,8 +193,13 @@ class LocomoResponder:
         operations = []
         for ref, date, text in batch:
             for fact in self._facts_for(name, _normalized(text), date) or ():
-                operation = {"op": "NEW", "content": fact, "tags": [], "bank": "personal",
-                             "confidence": 0.9}
+                operation = {
+                    "op": "NEW",
+                    "content": fact,
+                    "tags": [],
+                    "bank": "personal",
+                    "confidence": 0.9,
+                }
                 operations.append({**operation, "message": ref} if ref else operation)
         return json.dumps({"operations": operations}, ensure_ascii=False)
 
@@ -199,8 +209,11 @@ class LocomoResponder:
             self.counts["summary"] += 1
         previous = prompt.split("<chat_summary>", 1)[1].split("</chat_summary>", 1)[0]
         block = prompt.split("<new_messages>", 1)[-1]
-        items = [f"{speaker}: {text[:SUMMARY_ITEM_CHARS]}"
-                 for speaker, text in _SUMMARY_LINE.findall(block) if speaker != "assistant"]
+        items = [
+            f"{speaker}: {text[:SUMMARY_ITEM_CHARS]}"
+            for speaker, text in _SUMMARY_LINE.findall(block)
+            if speaker != "assistant"
+        ]
         summary = " | ".join(part for part in (previous, *items) if part)
         return json.dumps({"summary": summary[-SUMMARY_MAX_CHARS:]}, ensure_ascii=False)
 
@@ -213,8 +226,9 @@ class LocomoResponder:
             if date is not None:
                 # batches of different chats are extracted out of replay order: the session's
                 # date tells repeated texts ("See you!") apart
-                candidates = [g for g in candidates if self._date_of.get(g.key) == date] \
-                    or candidates
+                candidates = [
+                    g for g in candidates if self._date_of.get(g.key) == date
+                ] or candidates
             if not candidates:
                 self.counts["unmatched"] += 1
                 if len(self.unmatched) < 20:
@@ -244,9 +258,17 @@ class Replay:
     """One replay run against a service that is already up (see `main`)."""
 
     def __init__(
-        self, *, sample: dict[str, Any], harness: FilterHarness, client: ServiceClient,
-        observer: TurnObserver, service: ServiceProcess | None, restart_after_turns: int | None,
-        ready_timeout_s: float, drain_timeout_s: float, save_context: bool = False,
+        self,
+        *,
+        sample: dict[str, Any],
+        harness: FilterHarness,
+        client: ServiceClient,
+        observer: TurnObserver,
+        service: ServiceProcess | None,
+        restart_after_turns: int | None,
+        ready_timeout_s: float,
+        drain_timeout_s: float,
+        save_context: bool = False,
     ) -> None:
         self.sample = sample
         self.conversation_id = str(sample.get("sample_id", ""))
@@ -262,7 +284,8 @@ class Replay:
         self.save_context = save_context
         self.users = {
             plan.speaker: harness.make_user(
-                user_id=user_id_for(self.conversation_id, plan.speaker), name=plan.speaker)
+                user_id=user_id_for(self.conversation_id, plan.speaker), name=plan.speaker
+            )
             for plan in self.plans
         }
         self.restarts: list[dict[str, Any]] = []
@@ -282,8 +305,10 @@ class Replay:
         replay_s = time.monotonic() - started
         drain_started = time.monotonic()
         drained, status = await self.client.wait_drained(
-            accepted=lambda: self.observer.accepted, baseline_finished=baseline_finished,
-            timeout_s=self.drain_timeout_s, progress=_progress,
+            accepted=lambda: self.observer.accepted,
+            baseline_finished=baseline_finished,
+            timeout_s=self.drain_timeout_s,
+            progress=_progress,
         )
         extraction_s = time.monotonic() - started
         drain_s = time.monotonic() - drain_started
@@ -320,11 +345,17 @@ class Replay:
             "duplicate_memories": sum(s["duplicate_memories"] for s in per_speaker.values()),
             "memories_stored": sum(s["memories_stored"] for s in per_speaker.values()),
             "restarts": self.restarts,
-            "extraction": {"drained": drained, "wall_s": round(extraction_s, 2),
-                           "replay_s": round(replay_s, 2), "drain_wait_s": round(drain_s, 2),
-                           "final_status": status},
-            "latency_ms": {"qa_inlet": _percentiles_ms([a["latency_ms"] for a in answers]),
-                           "replay_inlet": _percentiles_ms(inlet_ms)},
+            "extraction": {
+                "drained": drained,
+                "wall_s": round(extraction_s, 2),
+                "replay_s": round(replay_s, 2),
+                "drain_wait_s": round(drain_s, 2),
+                "final_status": status,
+            },
+            "latency_ms": {
+                "qa_inlet": _percentiles_ms([a["latency_ms"] for a in answers]),
+                "replay_inlet": _percentiles_ms(inlet_ms),
+            },
             "qa": summarize_answers(answers),
             "questions": answers,
         }
@@ -341,17 +372,23 @@ class Replay:
                     chat.add_assistant_opening(session.opening_text)
                 for group in session.groups:
                     body, metadata, user_message_id, assistant_id = chat.inlet_request(
-                        group.user_text)
+                        group.user_text
+                    )
                     inlet = await self.harness.inlet(chat, body, metadata)
                     inlet_ms.append(inlet.elapsed_ms)
                     outlet_body = chat.record_turn(
-                        user_message_id=user_message_id, text=group.user_text,
-                        assistant_id=assistant_id, reply=group.reply_text)
+                        user_message_id=user_message_id,
+                        text=group.user_text,
+                        assistant_id=assistant_id,
+                        reply=group.reply_text,
+                    )
                     await self.harness.outlet(chat, outlet_body, metadata)
                     turns += 1
                     if turns % 50 == 0 or turns == total:
-                        _progress(f"replay: {turns}/{total} turns ({plan.speaker}, session "
-                                  f"{session.session}); accepted {self.observer.accepted}")
+                        _progress(
+                            f"replay: {turns}/{total} turns ({plan.speaker}, session "
+                            f"{session.session}); accepted {self.observer.accepted}"
+                        )
                     if turns == self.restart_after_turns:
                         await self._restart(turns)
         return inlet_ms, turns
@@ -367,8 +404,13 @@ class Replay:
         self.service.start()
         ready_s = await asyncio.to_thread(self.service.wait_ready, self.ready_timeout_s)
         _progress(f"restart: ready again after {ready_s:.1f} s")
-        self.restarts.append({"after_turns": turns, "queued_at_kill": status.get("turns_queued"),
-                              "ready_s": round(ready_s, 2)})
+        self.restarts.append(
+            {
+                "after_turns": turns,
+                "queued_at_kill": status.get("turns_queued"),
+                "ready_s": round(ready_s, 2),
+            }
+        )
 
     async def _ask_questions(self) -> list[dict[str, Any]]:
         asked_at = int((last_session_date(self.sample) + timedelta(days=1)).timestamp())
@@ -411,12 +453,18 @@ def summarize_answers(answers: Sequence[dict[str, Any]]) -> dict[str, Any]:
         n = len(rows)
         hits = sum(bool(r["hit"]) for r in rows)
         available = sum(bool(r["fact_available"]) for r in rows)
-        return {"n": n, "hits": hits, "hit_share": round(hits / n, 4) if n else None,
-                "fact_available_share": round(available / n, 4) if n else None}
+        return {
+            "n": n,
+            "hits": hits,
+            "hit_share": round(hits / n, 4) if n else None,
+            "fact_available_share": round(available / n, 4) if n else None,
+        }
 
     by_category = {
-        str(category): {"name": CATEGORY_NAMES[category],
-                        **summary([a for a in answers if a["category"] == category])}
+        str(category): {
+            "name": CATEGORY_NAMES[category],
+            **summary([a for a in answers if a["category"] == category]),
+        }
         for category in QA_CATEGORIES
     }
     return {"by_category": by_category, "overall": summary(answers)}
@@ -444,8 +492,10 @@ def render_markdown(results: dict[str, Any]) -> str:
         "|---|---:|---:|---:|",
     ]
     for key, row in qa["by_category"].items():
-        lines.append(f"| {key} {row['name']} | {row['n']} | {_share(row['hit_share'])} | "
-                     f"{_share(row['fact_available_share'])} |")
+        lines.append(
+            f"| {key} {row['name']} | {row['n']} | {_share(row['hit_share'])} | "
+            f"{_share(row['fact_available_share'])} |"
+        )
     overall = qa["overall"]
     lines += [
         f"| **overall** | {overall['n']} | {_share(overall['hit_share'])} | "
@@ -457,28 +507,50 @@ def render_markdown(results: dict[str, Any]) -> str:
     latency = results["latency_ms"]
     extraction = results["extraction"]
     memories = ", ".join(
-        f"{name} {s['memories_stored']}" for name, s in results["speakers"].items())
-    restarts = "; ".join(f"SIGKILL after {r['after_turns']} turns, ready again in {r['ready_s']} s"
-                         for r in results["restarts"]) or "none"
+        f"{name} {s['memories_stored']}" for name, s in results["speakers"].items()
+    )
+    restarts = (
+        "; ".join(
+            f"SIGKILL after {r['after_turns']} turns, ready again in {r['ready_s']} s"
+            for r in results["restarts"]
+        )
+        or "none"
+    )
     calls = results.get("llm_requests") or {}
     extraction_calls = calls.get("extraction", 0)
     rows = [
         ("turns replayed", results["turns_replayed"]),
-        ("LLM calls: extraction / chat summary / other (core profiles)",
-         f"{extraction_calls} / {calls.get('summary', 0)} / {calls.get('other', 0)}"
-         + (f" ({calls.get('extraction_messages', 0) / extraction_calls:.2f} user messages per "
-            "extraction call)" if extraction_calls else "") if calls else "–"),
-        ("turns accepted / done / failed",
-         f"{results['turns_accepted']} / {results['turns_done']} / {results['turns_failed']}"),
+        (
+            "LLM calls: extraction / chat summary / other (core profiles)",
+            f"{extraction_calls} / {calls.get('summary', 0)} / {calls.get('other', 0)}"
+            + (
+                f" ({calls.get('extraction_messages', 0) / extraction_calls:.2f} user messages per "
+                "extraction call)"
+                if extraction_calls
+                else ""
+            )
+            if calls
+            else "–",
+        ),
+        (
+            "turns accepted / done / failed",
+            f"{results['turns_accepted']} / {results['turns_done']} / {results['turns_failed']}",
+        ),
         ("memories stored", f"{results['memories_stored']} ({memories})"),
-        ("inlet latency p50 / p95, questions",
-         f"{_ms(latency['qa_inlet']['p50'])} / {_ms(latency['qa_inlet']['p95'])} ms"),
-        ("inlet latency p50 / p95, replayed turns",
-         f"{_ms(latency['replay_inlet']['p50'])} / {_ms(latency['replay_inlet']['p95'])} ms"),
-        ("extraction wall time (first turn → drained)",
-         f"{extraction['wall_s']:.1f} s (replay {extraction['replay_s']:.1f} s, "
-         f"drain wait {extraction['drain_wait_s']:.1f} s"
-         f"{'' if extraction['drained'] else ', NOT drained'})"),
+        (
+            "inlet latency p50 / p95, questions",
+            f"{_ms(latency['qa_inlet']['p50'])} / {_ms(latency['qa_inlet']['p95'])} ms",
+        ),
+        (
+            "inlet latency p50 / p95, replayed turns",
+            f"{_ms(latency['replay_inlet']['p50'])} / {_ms(latency['replay_inlet']['p95'])} ms",
+        ),
+        (
+            "extraction wall time (first turn → drained)",
+            f"{extraction['wall_s']:.1f} s (replay {extraction['replay_s']:.1f} s, "
+            f"drain wait {extraction['drain_wait_s']:.1f} s"
+            f"{'' if extraction['drained'] else ', NOT drained'})",
+        ),
         ("service restarts", restarts),
         ("lost turns", results["lost_turns"]),
         ("duplicate memories", results["duplicate_memories"]),
@@ -490,34 +562,78 @@ def render_markdown(results: dict[str, Any]) -> str:
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.replay_locomo",
-        description="Replay a LoCoMo conversation through the memory filter and service.")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_PATH,
-                        help="locomo10.json (default: ../shared/data/locomo/ from the repo root)")
+        description="Replay a LoCoMo conversation through the memory filter and service.",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA_PATH,
+        help="locomo10.json (default: ../shared/data/locomo/ from the repo root)",
+    )
     parser.add_argument("--conversation", type=int, default=0, help="0-based index (default 0)")
     parser.add_argument("--service-url", help="use this running service instead of starting one")
     parser.add_argument("--api-key", help="MEMORY_API_KEY of --service-url")
-    parser.add_argument("--extraction", choices=sorted(EXTRACTION_MODES), default="batched",
-                        help="batched (the service's default thresholds) or per-turn "
-                             "(one extraction per turn, no chat summaries)")
-    parser.add_argument("--quiet-s", type=float, default=10.0,
-                        help="MEMORY_BATCH_QUIET_S of the started service (seconds, default 10)")
-    parser.add_argument("--chat-summary-tokens", type=int, default=None, metavar="N",
-                        help="MEMORY_CHAT_SUMMARY_TOKENS of the started service (default: the "
-                             "service's; LoCoMo's sessions stay below its 2,000)")
-    parser.add_argument("--restart-after-turns", type=int, default=None, metavar="N",
-                        help="SIGKILL and restart the service after N user turns")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR,
-                        help="results directory (default: bench/results)")
-    parser.add_argument("--filter", type=Path, default=DEFAULT_FILTER_PATH, dest="filter_path",
-                        help="the filter file (default: filter/memory_filter.py)")
-    parser.add_argument("--ready-timeout-s", type=float, default=300.0,
-                        help="deadline for GET /readyz after each start (seconds)")
-    parser.add_argument("--drain-timeout-s", type=float, default=1800.0,
-                        help="deadline for extraction to drain after the last turn (seconds)")
-    parser.add_argument("--save-context", action="store_true",
-                        help="keep each question's injected system text in the JSON results")
-    parser.add_argument("--keep-state", action="store_true",
-                        help="keep the service's temporary state directory")
+    parser.add_argument(
+        "--extraction",
+        choices=sorted(EXTRACTION_MODES),
+        default="batched",
+        help="batched (the service's default thresholds) or per-turn "
+        "(one extraction per turn, no chat summaries)",
+    )
+    parser.add_argument(
+        "--quiet-s",
+        type=float,
+        default=10.0,
+        help="MEMORY_BATCH_QUIET_S of the started service (seconds, default 10)",
+    )
+    parser.add_argument(
+        "--chat-summary-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="MEMORY_CHAT_SUMMARY_TOKENS of the started service (default: the "
+        "service's; LoCoMo's sessions stay below its 2,000)",
+    )
+    parser.add_argument(
+        "--restart-after-turns",
+        type=int,
+        default=None,
+        metavar="N",
+        help="SIGKILL and restart the service after N user turns",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT_DIR,
+        help="results directory (default: bench/results)",
+    )
+    parser.add_argument(
+        "--filter",
+        type=Path,
+        default=DEFAULT_FILTER_PATH,
+        dest="filter_path",
+        help="the filter file (default: filter/memory_filter.py)",
+    )
+    parser.add_argument(
+        "--ready-timeout-s",
+        type=float,
+        default=300.0,
+        help="deadline for GET /readyz after each start (seconds)",
+    )
+    parser.add_argument(
+        "--drain-timeout-s",
+        type=float,
+        default=1800.0,
+        help="deadline for extraction to drain after the last turn (seconds)",
+    )
+    parser.add_argument(
+        "--save-context",
+        action="store_true",
+        help="keep each question's injected system text in the JSON results",
+    )
+    parser.add_argument(
+        "--keep-state", action="store_true", help="keep the service's temporary state directory"
+    )
     args = parser.parse_args(argv)
     if args.service_url and not args.api_key:
         parser.error("--service-url needs --api-key")
@@ -552,7 +668,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 url, api_key = args.service_url.rstrip("/"), args.api_key
             else:
                 responder = LocomoResponder(
-                    build_replay_plan(sample, speaker) for speaker in speakers(sample))
+                    build_replay_plan(sample, speaker) for speaker in speakers(sample)
+                )
                 stub = LLMStub(responder).start()
                 stack.callback(stub.stop)
                 state_dir = Path(tempfile.mkdtemp(prefix="locomo-replay-"))
@@ -561,14 +678,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
                 api_key = secrets.token_urlsafe(24)
-                service_env = {"MEMORY_BATCH_QUIET_S": str(args.quiet_s),
-                               **EXTRACTION_MODES[args.extraction]}
+                service_env = {
+                    "MEMORY_BATCH_QUIET_S": str(args.quiet_s),
+                    **EXTRACTION_MODES[args.extraction],
+                }
                 if args.chat_summary_tokens is not None:
                     service_env["MEMORY_CHAT_SUMMARY_TOKENS"] = str(args.chat_summary_tokens)
                 service = ServiceProcess(
-                    state_dir=state_dir, port=free_port(), api_key=api_key,
-                    llm_base_url=stub.base_url, llm_model=MODEL_ID,
-                    log_path=state_dir / "service.log", env=service_env)
+                    state_dir=state_dir,
+                    port=free_port(),
+                    api_key=api_key,
+                    llm_base_url=stub.base_url,
+                    llm_model=MODEL_ID,
+                    log_path=state_dir / "service.log",
+                    env=service_env,
+                )
                 stack.callback(_stop_service, service)
                 url = service.url
                 _progress(f"starting the memory service on {url} (state {state_dir})")
@@ -576,8 +700,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ready_s = service.wait_ready(args.ready_timeout_s)
                 _progress(f"service ready after {ready_s:.1f} s")
             instance = load_filter_instance(args.filter_path)
-            unknown = set_valves(instance, {"service_url": url, "api_key": api_key,
-                                            "inlet_timeout_s": 5, "outlet_timeout_s": 10})
+            unknown = set_valves(
+                instance,
+                {
+                    "service_url": url,
+                    "api_key": api_key,
+                    "inlet_timeout_s": 5,
+                    "outlet_timeout_s": 10,
+                },
+            )
             if unknown:
                 _progress(f"warning: the filter's Valves lack {', '.join(unknown)}")
             observer.install()
@@ -593,12 +724,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["llm_requests"] = dict(responder.counts)
             results["unmatched_extraction_texts"] = responder.unmatched
     data = os.path.relpath(args.data.resolve(), REPO_ROOT)
-    results = {"benchmark": "locomo-replay", "conversation": args.conversation,
-               "data": data, "mode": "external" if args.service_url else "spawned",
-               "extraction_mode": "external" if args.service_url else args.extraction,
-               "service_settings": {} if args.service_url else service_env,
-               "service_url": url, "restart_after_turns": args.restart_after_turns,
-               "started_at": started_at, **results}
+    results = {
+        "benchmark": "locomo-replay",
+        "conversation": args.conversation,
+        "data": data,
+        "mode": "external" if args.service_url else "spawned",
+        "extraction_mode": "external" if args.service_url else args.extraction,
+        "service_settings": {} if args.service_url else service_env,
+        "service_url": url,
+        "restart_after_turns": args.restart_after_turns,
+        "started_at": started_at,
+        **results,
+    }
     markdown = render_markdown(results)
     stem = f"replay_locomo_conv{args.conversation}"
     if args.extraction == "per-turn" and not args.service_url:
@@ -608,8 +745,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.restart_after_turns is not None:
         stem += f"_restart{args.restart_after_turns}"
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n",
-                                           encoding="utf-8")
+    (args.out / f"{stem}.json").write_text(
+        json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     (args.out / f"{stem}.md").write_text(markdown, encoding="utf-8")
     print(markdown)
     _progress(f"wrote {args.out / stem}.json and .md")
@@ -626,17 +764,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(
-    sample: dict[str, Any], instance: Any, url: str, api_key: str, observer: TurnObserver,
-    service: ServiceProcess | None, args: argparse.Namespace,
+    sample: dict[str, Any],
+    instance: Any,
+    url: str,
+    api_key: str,
+    observer: TurnObserver,
+    service: ServiceProcess | None,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     client = ServiceClient(url, api_key)
     try:
-        replay = Replay(sample=sample, harness=FilterHarness(instance), client=client,
-                        observer=observer, service=service,
-                        restart_after_turns=args.restart_after_turns,
-                        ready_timeout_s=args.ready_timeout_s,
-                        drain_timeout_s=args.drain_timeout_s,
-                        save_context=args.save_context)
+        replay = Replay(
+            sample=sample,
+            harness=FilterHarness(instance),
+            client=client,
+            observer=observer,
+            service=service,
+            restart_after_turns=args.restart_after_turns,
+            ready_timeout_s=args.ready_timeout_s,
+            drain_timeout_s=args.drain_timeout_s,
+            save_context=args.save_context,
+        )
         return await replay.run()
     finally:
         await client.aclose()
@@ -647,8 +795,10 @@ def _stop_service(service: ServiceProcess) -> None:
     code = service.terminate()
     leftover = service.stop_leftover_postgres()
     # uvicorn re-raises SIGTERM after its graceful shutdown, so -15 is the normal outcome.
-    _progress(f"service stopped (exit code {code})"
-              + (f"; stopped leftover PostgreSQL pid {leftover}" if leftover else ""))
+    _progress(
+        f"service stopped (exit code {code})"
+        + (f"; stopped leftover PostgreSQL pid {leftover}" if leftover else "")
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,15 @@ class ServiceProcess:
     """
 
     def __init__(
-        self, *, state_dir: Path, port: int, api_key: str, llm_base_url: str,
-        llm_model: str, log_path: Path, env: dict[str, str] | None = None,
+        self,
+        *,
+        state_dir: Path,
+        port: int,
+        api_key: str,
+        llm_base_url: str,
+        llm_model: str,
+        log_path: Path,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.port = port
@@ -80,17 +87,20 @@ class ServiceProcess:
 
     def _environment(self) -> dict[str, str]:
         env = {
-            name: value for name, value in os.environ.items()
+            name: value
+            for name, value in os.environ.items()
             if not name.startswith(_SCRUBBED_PREFIXES) and name not in _SCRUBBED_NAMES
         }
-        env.update({
-            "MEMORY_STATE_DIR": str(self.state_dir),
-            "MEMORY_PORT": str(self.port),
-            "MEMORY_API_KEY": self.api_key,
-            "LLM_BASE_URL": self.llm_base_url,
-            "LLM_MODEL": self.llm_model,
-            "LLM_API_KEY": "x",
-        })
+        env.update(
+            {
+                "MEMORY_STATE_DIR": str(self.state_dir),
+                "MEMORY_PORT": str(self.port),
+                "MEMORY_API_KEY": self.api_key,
+                "LLM_BASE_URL": self.llm_base_url,
+                "LLM_MODEL": self.llm_model,
+                "LLM_API_KEY": "x",
+            }
+        )
         env.update(self.env)
         return env
 
@@ -106,9 +116,13 @@ class ServiceProcess:
             # A new session: a Ctrl-C in the terminal reaches only the replay, which then
             # stops the service itself.
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "service", "serve"], cwd=REPO_ROOT,
-                env=self._environment(), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                [sys.executable, "-m", "service", "serve"],
+                cwd=REPO_ROOT,
+                env=self._environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.starts += 1
 
@@ -228,8 +242,10 @@ class ServiceClient:
 
     def __init__(self, url: str, api_key: str, *, timeout_s: float = 30.0) -> None:
         self._client = httpx.AsyncClient(
-            base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {api_key}"},
-            timeout=timeout_s, trust_env=False,
+            base_url=url.rstrip("/"),
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout_s,
+            trust_env=False,
         )
 
     async def aclose(self) -> None:
@@ -265,8 +281,13 @@ class ServiceClient:
                 return total, items
 
     async def wait_drained(
-        self, *, accepted: Callable[[], int], baseline_finished: int, timeout_s: float,
-        progress: Callable[[str], None], progress_every_s: float = 5.0,
+        self,
+        *,
+        accepted: Callable[[], int],
+        baseline_finished: int,
+        timeout_s: float,
+        progress: Callable[[str], None],
+        progress_every_s: float = 5.0,
     ) -> tuple[bool, dict[str, Any]]:
         """Poll `GET /v1/status` until extraction has drained or `timeout_s` passes.
 

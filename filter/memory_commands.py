@@ -23,10 +23,10 @@ class Pipe:
 
     async def pipe(
         self,
-        body: dict[str, Any],  # noqa: ARG002 - the reply never depends on the messages
-        __user__: dict[str, Any] | None = None,  # noqa: ARG002
+        body: dict[str, Any],
+        __user__: dict[str, Any] | None = None,
         __metadata__: dict[str, Any] | None = None,
-        __event_emitter__: Any = None,  # noqa: ARG002
+        __event_emitter__: Any = None,
     ) -> str:
         """The reply the filter stored in `__metadata__["memory_command"]["text"]`, unchanged.
 

@@ -59,16 +59,16 @@ class Event:
             if name == "chat.deleted" and subject.get("type") == "chat":
                 await _delete(self.valves, f"/v1/chats/{quote(subject_id, safe='')}/memories")
             elif name == "chat.deleted_all" and subject.get("type") == "user":
-                await _delete(
-                    self.valves, f"/v1/users/{quote(subject_id, safe='')}/chat-memories"
-                )
+                await _delete(self.valves, f"/v1/users/{quote(subject_id, safe='')}/chat-memories")
             elif name == "folder.deleted":
                 data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
                 ids = data.get("folder_ids") or [subject_id]
                 with_chats = "true" if data.get("delete_contents") else "false"
                 for folder_id in [i for i in ids if isinstance(i, str) and i]:
-                    await _delete(self.valves, f"/v1/folders/{quote(folder_id, safe='')}"
-                                               f"/memories?with_chats={with_chats}")
+                    await _delete(
+                        self.valves,
+                        f"/v1/folders/{quote(folder_id, safe='')}/memories?with_chats={with_chats}",
+                    )
             elif name == "user.deleted" and subject.get("type") == "user":
                 await _delete(self.valves, f"/v1/users/{quote(subject_id, safe='')}/memories")
         except Exception as exc:  # an event handler must never break Open WebUI

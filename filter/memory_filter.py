@@ -16,7 +16,7 @@ import math
 import re
 import ssl
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -205,7 +205,12 @@ async def _recall_into(
     text = _last_user_text(body.get("messages"))
     if is_memory_command(text):
         await _route_command(
-            body, text, valves=valves, kind=kind, chat_id=chat_id, sender=sender,
+            body,
+            text,
+            valves=valves,
+            kind=kind,
+            chat_id=chat_id,
+            sender=sender,
             metadata=metadata,
         )
         return
@@ -235,8 +240,14 @@ async def _recall_into(
     try:
         response = await asyncio.wait_for(
             _post_for_chat(
-                valves, "/v1/context", request_body, timeout_s=valves.inlet_timeout_s,
-                kind=kind, chat_id=chat_id, sender=sender, metadata=metadata,
+                valves,
+                "/v1/context",
+                request_body,
+                timeout_s=valves.inlet_timeout_s,
+                kind=kind,
+                chat_id=chat_id,
+                sender=sender,
+                metadata=metadata,
             ),
             timeout=valves.inlet_timeout_s,
         )
@@ -263,8 +274,9 @@ def _model_excluded(model_id: Any, patterns: str) -> bool:
     if not isinstance(model_id, str) or not patterns.strip():
         return False
     for pattern in (p.strip() for p in patterns.split(",")):
-        if pattern and (model_id == pattern
-                        or (pattern.endswith("*") and model_id.startswith(pattern[:-1]))):
+        if pattern and (
+            model_id == pattern or (pattern.endswith("*") and model_id.startswith(pattern[:-1]))
+        ):
             return True
     return False
 
@@ -297,9 +309,14 @@ async def _route_command(
     try:
         response = await asyncio.wait_for(
             _post_for_chat(
-                valves, "/v1/commands", command,
+                valves,
+                "/v1/commands",
+                command,
                 timeout_s=valves.command_timeout_s,
-                kind=kind, chat_id=chat_id, sender=sender, metadata=metadata,
+                kind=kind,
+                chat_id=chat_id,
+                sender=sender,
+                metadata=metadata,
             ),
             timeout=valves.command_timeout_s,
         )
@@ -418,8 +435,14 @@ async def _hand_over_turn(
     try:
         response = await asyncio.wait_for(
             _post_for_chat(
-                valves, "/v1/turns", turn, timeout_s=valves.outlet_timeout_s,
-                kind=kind, chat_id=chat_id, sender=sender, metadata=metadata,
+                valves,
+                "/v1/turns",
+                turn,
+                timeout_s=valves.outlet_timeout_s,
+                kind=kind,
+                chat_id=chat_id,
+                sender=sender,
+                metadata=metadata,
             ),
             timeout=valves.outlet_timeout_s,
         )
@@ -748,8 +771,10 @@ def _timezone_of(metadata: dict[str, Any]) -> str | None:
 
 def _user_message_id(metadata: dict[str, Any]) -> str | None:
     """Id of the user message of this turn, if Open WebUI sent one."""
-    for value in (metadata.get("user_message_id"),
-                  _dict_of(metadata.get("user_message")).get("id")):
+    for value in (
+        metadata.get("user_message_id"),
+        _dict_of(metadata.get("user_message")).get("id"),
+    ):
         text = _short_text(value, max_chars=255)
         if text:
             return text
@@ -814,7 +839,7 @@ def _iso_time(value: Any) -> str | None:
         return None
     seconds = value / 1000 if value > _EPOCH_MS_THRESHOLD else value
     try:
-        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+        moment = datetime.fromtimestamp(seconds, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -12,7 +12,7 @@ config = context.config
 target_metadata = Base.metadata
 
 
-def _include(obj, name, type_, reflected, compare_to):  # type: ignore[no-untyped-def]
+def _include(obj, name, type_, reflected, compare_to):  # type: ignore[no-untyped-def]  # noqa: ARG001 (Alembic's include_object signature)
     # Per-owner indexes are made and dropped at run time, never by a migration.
     return not (type_ == "index" and reflected and name and is_owner_index(name))
 
@@ -21,8 +21,12 @@ def run_migrations_online() -> None:
     url = config.get_main_option("sqlalchemy.url")
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as connection:
-        context.configure(connection=connection, target_metadata=target_metadata,
-                          compare_type=True, include_object=_include)
+        context.configure(
+            connection=connection,
+            target_metadata=target_metadata,
+            compare_type=True,
+            include_object=_include,
+        )
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()

@@ -77,27 +77,46 @@ EXTRACTION_OUTCOMES = ("written", "nothing_new", "already_done", "invalid_output
 
 disable_created_metrics()  # no `*_created` series: a scrape shows values, not start times
 
-INLET_LATENCY = Histogram("inlet_latency_seconds", "Time to answer POST /v1/context (seconds).",
-                          buckets=INLET_BUCKETS_S, registry=None)
-INLET_TIMEOUTS = Counter("inlet_timeouts", "Inlets that passed the service's own deadline.",
-                         registry=None)
-HTTP_REQUESTS = Counter("http_requests", "HTTP requests by route template, method and status.",
-                        ["route", "method", "status"], registry=None)
-EXTRACTIONS = Counter("extraction_outcomes", "Extraction job runs by outcome.", ["outcome"],
-                      registry=None)
+INLET_LATENCY = Histogram(
+    "inlet_latency_seconds",
+    "Time to answer POST /v1/context (seconds).",
+    buckets=INLET_BUCKETS_S,
+    registry=None,
+)
+INLET_TIMEOUTS = Counter(
+    "inlet_timeouts", "Inlets that passed the service's own deadline.", registry=None
+)
+HTTP_REQUESTS = Counter(
+    "http_requests",
+    "HTTP requests by route template, method and status.",
+    ["route", "method", "status"],
+    registry=None,
+)
+EXTRACTIONS = Counter(
+    "extraction_outcomes", "Extraction job runs by outcome.", ["outcome"], registry=None
+)
 ANN_FALLBACKS = Counter(
     "ann_exact_fallbacks",
     "Vector searches of a bank with its own HNSW index that returned too few rows and were "
-    "done by an exact scan instead.", registry=None)
+    "done by an exact scan instead.",
+    registry=None,
+)
 PARSE_FAILURES = Counter(
     "extraction_parse_failures",
     "Turns whose LLM answer was not valid operations JSON even after the repair retry.",
-    registry=None)
+    registry=None,
+)
 for _outcome in EXTRACTION_OUTCOMES:  # every outcome is exported from the start, at 0
     EXTRACTIONS.labels(outcome=_outcome)
 
-_SHARED: tuple[Collector, ...] = (INLET_LATENCY, INLET_TIMEOUTS, HTTP_REQUESTS, EXTRACTIONS,
-                                  PARSE_FAILURES, ANN_FALLBACKS)
+_SHARED: tuple[Collector, ...] = (
+    INLET_LATENCY,
+    INLET_TIMEOUTS,
+    HTTP_REQUESTS,
+    EXTRACTIONS,
+    PARSE_FAILURES,
+    ANN_FALLBACKS,
+)
 
 
 def record_extraction(outcome: str) -> None:
@@ -152,14 +171,17 @@ class _RuntimeCollector(Collector):
         for status, n in sorted(s.turns.items()):
             turns.add_metric([status], n)
         yield turns
-        jobs = GaugeMetricFamily("job_queue_depth",
-                                 "Jobs waiting (todo), running (doing) or due later (scheduled).",
-                                 labels=["queue", "status"])
+        jobs = GaugeMetricFamily(
+            "job_queue_depth",
+            "Jobs waiting (todo), running (doing) or due later (scheduled).",
+            labels=["queue", "status"],
+        )
         for (queue, status), n in sorted(s.jobs.items()):
             jobs.add_metric([queue, status], n)
         yield jobs
-        pending = GaugeMetricFamily("memories_without_vector",
-                                    "Memories waiting for a (re-)embedding.")
+        pending = GaugeMetricFamily(
+            "memories_without_vector", "Memories waiting for a (re-)embedding."
+        )
         pending.add_metric([], s.without_vector)
         yield pending
         rt = self._runtime()
@@ -202,12 +224,12 @@ async def read_state(rt: Runtime, state: ScrapeState) -> None:
         async with rt.db.unit_of_work() as session:
             state.turns = await turns.counts(session)
             found = await admin.job_counts(session)
-            state.without_vector = await vectors.count_pending(session,
-                                                              model=rt.encoder.model_name)
+            state.without_vector = await vectors.count_pending(session, model=rt.encoder.model_name)
         # every queue of a registered task is shown, at 0 when empty
         queues = {str(task.queue) for task in rt.jobs.tasks.values()}
-        state.jobs = {(q, st): found.get((q, st), 0) for q in queues
-                      for st in ("todo", "doing", "scheduled")}
+        state.jobs = {
+            (q, st): found.get((q, st), 0) for q in queues for st in ("todo", "doing", "scheduled")
+        }
         state.jobs.update(found)
         state.database_up = 1
     except Exception:  # a scrape must answer while the database is away
@@ -258,7 +280,10 @@ class MetricsMiddleware:
 
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=\-]{8,}")
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {
-    "message", "asctime", "color_message"}
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 def scrub(text: str) -> str:
@@ -282,8 +307,11 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = value if isinstance(value, int | float | bool) or value is None \
+                entry[key] = (
+                    value
+                    if isinstance(value, int | float | bool) or value is None
                     else scrub(str(value))
+                )
         if record.exc_info:
             entry["exc"] = scrub(self.formatException(record.exc_info))
         return json.dumps(entry, ensure_ascii=False)

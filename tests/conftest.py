@@ -81,8 +81,12 @@ def service_factory(database_url: str, encoder: Encoder, tmp_path: Path) -> Iter
     started: list[LiveService] = []
 
     def start(**env: str) -> LiveService:
-        live = LiveService.start(database_url=database_url, encoder=encoder,
-                                 state_dir=tmp_path / f"state{len(started)}", env=env)
+        live = LiveService.start(
+            database_url=database_url,
+            encoder=encoder,
+            state_dir=tmp_path / f"state{len(started)}",
+            env=env,
+        )
         started.append(live)
         return live
 

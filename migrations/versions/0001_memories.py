@@ -49,8 +49,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_memories"),
         sa.UniqueConstraint("seq", name="uq_memories_seq"),
     )
-    op.create_index("ix_memories_owner_bank_active", "memories", ["owner_id", "bank"],
-                    postgresql_where=sa.text("status = 'active'"))
+    op.create_index(
+        "ix_memories_owner_bank_active",
+        "memories",
+        ["owner_id", "bank"],
+        postgresql_where=sa.text("status = 'active'"),
+    )
     op.create_index("ix_memories_owner_status", "memories", ["owner_kind", "owner_id", "status"])
     op.create_index("ix_memories_tsv", "memories", ["tsv"], postgresql_using="gin")
 
@@ -64,8 +68,9 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("before", pg.JSONB(), nullable=True),
         sa.Column("after", pg.JSONB(), nullable=True),
-        sa.Column("at", sa.DateTime(timezone=True), server_default=sa.text("now()"),
-                  nullable=False),
+        sa.Column(
+            "at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_memory_events"),
     )
     op.create_index("ix_memory_events_memory_id", "memory_events", ["memory_id"])
@@ -81,8 +86,12 @@ def upgrade() -> None:
         sa.Column("payload", pg.JSONB(), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("memories_written", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"),
-                  nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("now()"),
+            nullable=False,
+        ),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_turns"),
         sa.UniqueConstraint("chat_id", "user_message_id", name="uq_turns_chat_id_user_message_id"),

@@ -26,7 +26,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # Drop every procrastinate object: tables, then functions, then types.
-    op.execute(sa.text("""
+    op.execute(
+        sa.text("""
 DO $$
 DECLARE r record;
 BEGIN
@@ -45,4 +46,5 @@ BEGIN
     EXECUTE format('DROP TYPE IF EXISTS %I CASCADE', r.typname);
   END LOOP;
 END $$;
-"""))
+""")
+    )

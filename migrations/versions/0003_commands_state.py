@@ -22,8 +22,12 @@ def upgrade() -> None:
         "user_settings",
         sa.Column("user_id", sa.String(255), nullable=False),
         sa.Column("paused", sa.Boolean(), server_default=sa.text("false"), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("now()"),
-                  nullable=False),
+        sa.Column(
+            "updated_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("now()"),
+            nullable=False,
+        ),
         sa.PrimaryKeyConstraint("user_id", name="pk_user_settings"),
     )
     op.create_table(

@@ -30,8 +30,7 @@ def upgrade() -> None:
         sa.Column("built_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("user_id", "view", name="pk_profiles"),
     )
-    op.create_index("ix_profiles_source_ids", "profiles", ["source_ids"],
-                    postgresql_using="gin")
+    op.create_index("ix_profiles_source_ids", "profiles", ["source_ids"], postgresql_using="gin")
 
 
 def downgrade() -> None:

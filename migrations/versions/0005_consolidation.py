@@ -37,8 +37,11 @@ def upgrade() -> None:
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_consolidation_runs"),
     )
-    op.create_index("ix_consolidation_runs_owner", "consolidation_runs",
-                    ["owner_kind", "owner_id", "finished_at"])
+    op.create_index(
+        "ix_consolidation_runs_owner",
+        "consolidation_runs",
+        ["owner_kind", "owner_id", "finished_at"],
+    )
 
 
 def downgrade() -> None:

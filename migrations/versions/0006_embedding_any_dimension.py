@@ -26,6 +26,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     # Vectors of another size than 384 cannot go back into vector(384): they are dropped and
     # the next start with a 384-dimension model re-embeds those memories.
-    op.execute("UPDATE memories SET embedding = NULL, embedding_model = NULL "
-               "WHERE embedding IS NOT NULL AND vector_dims(embedding) <> 384")
+    op.execute(
+        "UPDATE memories SET embedding = NULL, embedding_model = NULL "
+        "WHERE embedding IS NOT NULL AND vector_dims(embedding) <> 384"
+    )
     op.execute("ALTER TABLE memories ALTER COLUMN embedding TYPE vector(384)")

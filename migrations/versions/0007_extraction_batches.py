@@ -20,10 +20,13 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("turns", sa.Column("message_hash", sa.String(64), nullable=True))
-    op.add_column("turns", sa.Column("estimated_tokens", sa.Integer(),
-                                     server_default=sa.text("0"), nullable=False))
-    op.create_unique_constraint("uq_turns_chat_id_message_hash", "turns",
-                                ["chat_id", "message_hash"])
+    op.add_column(
+        "turns",
+        sa.Column("estimated_tokens", sa.Integer(), server_default=sa.text("0"), nullable=False),
+    )
+    op.create_unique_constraint(
+        "uq_turns_chat_id_message_hash", "turns", ["chat_id", "message_hash"]
+    )
     op.create_table(
         "chat_summaries",
         sa.Column("chat_id", sa.String(255), nullable=False),

@@ -43,8 +43,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_reminders"),
         sa.UniqueConstraint("user_id", "source_key", name="uq_reminders_user_id_source_key"),
     )
-    op.create_index("ix_reminders_user_id_pending", "reminders", ["user_id", "trigger_kind"],
-                    postgresql_where=sa.text("fired_at IS NULL AND cancelled_at IS NULL"))
+    op.create_index(
+        "ix_reminders_user_id_pending",
+        "reminders",
+        ["user_id", "trigger_kind"],
+        postgresql_where=sa.text("fired_at IS NULL AND cancelled_at IS NULL"),
+    )
 
 
 def downgrade() -> None:

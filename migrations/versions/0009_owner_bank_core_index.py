@@ -23,13 +23,20 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index("ix_memories_owner_bank_core", "memories",
-                    ["owner_id", "bank", "confidence", "created_at", "seq"],
-                    postgresql_where=sa.text("status = 'active'"))
+    op.create_index(
+        "ix_memories_owner_bank_core",
+        "memories",
+        ["owner_id", "bank", "confidence", "created_at", "seq"],
+        postgresql_where=sa.text("status = 'active'"),
+    )
     op.drop_index("ix_memories_owner_bank_active", table_name="memories")
 
 
 def downgrade() -> None:
-    op.create_index("ix_memories_owner_bank_active", "memories", ["owner_id", "bank"],
-                    postgresql_where=sa.text("status = 'active'"))
+    op.create_index(
+        "ix_memories_owner_bank_active",
+        "memories",
+        ["owner_id", "bank"],
+        postgresql_where=sa.text("status = 'active'"),
+    )
     op.drop_index("ix_memories_owner_bank_core", table_name="memories")

@@ -52,12 +52,19 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
         db = Database.connect(url, server_settings=settings.server_settings())
         own_encoder = encoder is None
         enc = encoder or await asyncio.to_thread(
-            Encoder, settings.embedding_model_path, threads=settings.embedding_threads,
-            backend=settings.embedding_backend, onnx_dir=settings.state_dir / "models")
+            Encoder,
+            settings.embedding_model_path,
+            threads=settings.embedding_threads,
+            backend=settings.embedding_backend,
+            onnx_dir=settings.state_dir / "models",
+        )
         llm = LLMClient(
-            base_url=settings.llm_base_url, model=settings.llm_model,
+            base_url=settings.llm_base_url,
+            model=settings.llm_model,
             api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-            timeout_s=settings.llm_timeout_s, json_mode=settings.llm_json_mode)
+            timeout_s=settings.llm_timeout_s,
+            json_mode=settings.llm_json_mode,
+        )
         jobs = build_job_app(libpq_url(url), max_attempts=settings.extraction_max_attempts)
         workers: asyncio.Task[None] | None = None
         async with jobs.open_async():
@@ -67,7 +74,8 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
             indexing = owner_index_jobs.start(runtime) if settings.run_workers else None
             if settings.run_workers:
                 workers = asyncio.create_task(
-                    run_workers(runtime, concurrency=settings.worker_concurrency), name="workers")
+                    run_workers(runtime, concurrency=settings.worker_concurrency), name="workers"
+                )
             app.state.runtime = runtime
             try:
                 yield
@@ -86,8 +94,12 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
         if server is not None:
             server.cleanup()
 
-    app = FastAPI(title="Memory service for Open WebUI", version=__version__,
-                  description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="Memory service for Open WebUI",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
     app.state.api_key = settings.bearer_key()
     app.state.runtime = None
     errors.install(app)

@@ -28,8 +28,11 @@ def require_key(
     expected: str = request.app.state.api_key
     given = credentials.credentials if credentials else ""
     if not secrets.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(status_code=401, detail="missing or wrong API key",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            status_code=401,
+            detail="missing or wrong API key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

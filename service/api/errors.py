@@ -32,8 +32,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        sentences = [f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}"
-                     for e in errors[:5]]
+        sentences = [
+            f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}" for e in errors[:5]
+        ]
         return JSONResponse(status_code=422, content={"detail": "; ".join(sentences)})
 
     @app.exception_handler(MemoryServiceError)

@@ -36,15 +36,23 @@ class ChatContextIn(BaseModel):
     collaborative_reason: str | None = Field(default=None, max_length=64)
     read_in_temporary: bool = True
     timezone: str | None = Field(
-        default=None, max_length=64,
-        description="the sender's IANA time zone (Open WebUI's user setting); unknown = UTC")
+        default=None,
+        max_length=64,
+        description="the sender's IANA time zone (Open WebUI's user setting); unknown = UTC",
+    )
 
     def to_record(self) -> ChatContext:
         return ChatContext(
-            user_id=self.user_id, kind=self.kind, chat_id=self.chat_id, user_name=self.user_name,
-            folder_id=self.folder_id or None, collaborative=self.collaborative,
+            user_id=self.user_id,
+            kind=self.kind,
+            chat_id=self.chat_id,
+            user_name=self.user_name,
+            folder_id=self.folder_id or None,
+            collaborative=self.collaborative,
             collaborative_reason=self.collaborative_reason,
-            read_in_temporary=self.read_in_temporary, timezone=self.timezone)
+            read_in_temporary=self.read_in_temporary,
+            timezone=self.timezone,
+        )
 
 
 class ContextRequest(BaseModel):
@@ -57,8 +65,10 @@ class ContextRequest(BaseModel):
     budget_tokens: int | None = Field(default=None, ge=0, le=8_000)
     now: datetime | None = None
     user_message_id: str | None = Field(
-        default=None, max_length=255,
-        description="id of the user message; a reminder it asks for is set once per id")
+        default=None,
+        max_length=255,
+        description="id of the user message; a reminder it asks for is set once per id",
+    )
 
     @field_validator("now")
     @classmethod
@@ -94,11 +104,19 @@ class ReminderRead(BaseModel):
 
     @classmethod
     def from_record(cls, r: Reminder) -> ReminderRead:
-        return cls(id=r.code, content=r.content, trigger=r.trigger, due_at=r.due_at,
-                   all_day=r.all_day, timezone=r.timezone, cue=r.cue,
-                   state=r.state.value,  # type: ignore[arg-type]
-                   created_at=r.created_at, fired_at=r.fired_at,
-                   source_chat_id=r.source_chat_id)
+        return cls(
+            id=r.code,
+            content=r.content,
+            trigger=r.trigger,
+            due_at=r.due_at,
+            all_day=r.all_day,
+            timezone=r.timezone,
+            cue=r.cue,
+            state=r.state.value,  # type: ignore[arg-type]
+            created_at=r.created_at,
+            fired_at=r.fired_at,
+            source_chat_id=r.source_chat_id,
+        )
 
 
 class ReminderList(BaseModel):
@@ -114,8 +132,9 @@ class ReminderCreate(BaseModel):
     content: str = Field(min_length=1, max_length=500)
     due_at: datetime | None = None
     cue: str | None = Field(default=None, min_length=1, max_length=500)
-    timezone: str | None = Field(default=None, max_length=64,
-                                 description="IANA zone the reminder is listed in; default UTC")
+    timezone: str | None = Field(
+        default=None, max_length=64, description="IANA zone the reminder is listed in; default UTC"
+    )
 
     @field_validator("due_at")
     @classmethod
@@ -131,10 +150,13 @@ class ContextResponse(BaseModel):
     profile: str | None
     status: str
     reminders: list[ReminderRead] = Field(
-        default_factory=list, description="reminders fired by this turn (in the block)")
+        default_factory=list, description="reminders fired by this turn (in the block)"
+    )
     notice: str | None = Field(
-        default=None, description="A line the filter shows the user (a reminder is due, set "
-                                  "or could not be set).")
+        default=None,
+        description="A line the filter shows the user (a reminder is due, set "
+        "or could not be set).",
+    )
 
 
 class HistoryMessage(BaseModel):
@@ -166,7 +188,8 @@ class TurnResponse(BaseModel):
     status: Literal["queued", "duplicate", "skipped"]
     detail: str
     notice: str | None = Field(
-        default=None, description="A line the filter shows the user (e.g. extraction paused).")
+        default=None, description="A line the filter shows the user (e.g. extraction paused)."
+    )
 
 
 class MemoryCreate(BaseModel):
@@ -203,11 +226,21 @@ class MemoryRead(BaseModel):
 
     @classmethod
     def from_record(cls, m: Memory) -> MemoryRead:
-        return cls(id=m.id, owner_kind=m.owner_kind.value, owner_id=m.owner_id, bank=m.bank,
-                   content=m.content, tags=list(m.tags), confidence=m.confidence,
-                   status=m.status.value, source=m.source_kind.value,
-                   source_chat_id=m.source_chat_id, created_at=m.created_at,
-                   updated_at=m.updated_at, last_used_at=m.last_used_at)
+        return cls(
+            id=m.id,
+            owner_kind=m.owner_kind.value,
+            owner_id=m.owner_id,
+            bank=m.bank,
+            content=m.content,
+            tags=list(m.tags),
+            confidence=m.confidence,
+            status=m.status.value,
+            source=m.source_kind.value,
+            source_chat_id=m.source_chat_id,
+            created_at=m.created_at,
+            updated_at=m.updated_at,
+            last_used_at=m.last_used_at,
+        )
 
 
 class MemoryList(BaseModel):

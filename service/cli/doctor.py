@@ -67,9 +67,7 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
 
 
-async def _check_database(
-    settings: Settings, timeout_s: float
-) -> tuple[list[Verdict], Any, Any]:
+async def _check_database(settings: Settings, timeout_s: float) -> tuple[list[Verdict], Any, Any]:
     """Verdicts for the database, pgvector and migrations; the Database when reachable and
     the embedded server's handle (keep it until the checks are done)."""
     from alembic.script import ScriptDirectory
@@ -93,27 +91,52 @@ async def _check_database(
                 facts = await admin.database_facts(session)
     except Exception as exc:
         await db.dispose()
-        return [Verdict(FAIL, "database", f"cannot connect ({where}): {_causes(exc)}")], None, \
-            server
+        return (
+            [Verdict(FAIL, "database", f"cannot connect ({where}): {_causes(exc)}")],
+            None,
+            server,
+        )
     verdicts = [Verdict(OK, "database", f"PostgreSQL {facts.server_version} ({where})")]
     if facts.pgvector_version is None and facts.pgvector_available is None:
-        verdicts.append(Verdict(FAIL, "pgvector", "the vector extension is not available on this "
-                                "server; install pgvector"))
+        verdicts.append(
+            Verdict(
+                FAIL,
+                "pgvector",
+                "the vector extension is not available on this server; install pgvector",
+            )
+        )
     elif facts.pgvector_version is None:
-        verdicts.append(Verdict(WARN, "pgvector", f"version {facts.pgvector_available} is "
-                                "available but not installed yet; the migrations install it"))
+        verdicts.append(
+            Verdict(
+                WARN,
+                "pgvector",
+                f"version {facts.pgvector_available} is "
+                "available but not installed yet; the migrations install it",
+            )
+        )
     elif _version_tuple(facts.pgvector_version) < PGVECTOR_MIN:
-        verdicts.append(Verdict(FAIL, "pgvector", f"version {facts.pgvector_version} is too old; "
-                                "0.5 or newer is needed"))
+        verdicts.append(
+            Verdict(
+                FAIL,
+                "pgvector",
+                f"version {facts.pgvector_version} is too old; 0.5 or newer is needed",
+            )
+        )
     else:
         verdicts.append(Verdict(OK, "pgvector", f"version {facts.pgvector_version}"))
     try:
         at_head = await asyncio.wait_for(asyncio.to_thread(migrate.is_at_head, url), timeout_s)
         head = ScriptDirectory.from_config(migrate.alembic_config(url)).get_current_head()
         verdicts.append(
-            Verdict(OK, "migrations", f"at the newest revision ({head})") if at_head else
-            Verdict(WARN, "migrations", "behind the newest revision; the service applies them "
-                    "when it starts (or run `python -m service migrate`)"))
+            Verdict(OK, "migrations", f"at the newest revision ({head})")
+            if at_head
+            else Verdict(
+                WARN,
+                "migrations",
+                "behind the newest revision; the service applies them "
+                "when it starts (or run `python -m service migrate`)",
+            )
+        )
     except Exception as exc:
         verdicts.append(Verdict(FAIL, "migrations", f"cannot read the revision: {_causes(exc)}"))
     return verdicts, db, server
@@ -125,17 +148,26 @@ async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
 
     try:
         encoder = await asyncio.to_thread(
-            Encoder, settings.embedding_model_path, threads=settings.embedding_threads,
-            backend=settings.embedding_backend, onnx_dir=settings.state_dir / "models")
+            Encoder,
+            settings.embedding_model_path,
+            threads=settings.embedding_threads,
+            backend=settings.embedding_backend,
+            onnx_dir=settings.state_dir / "models",
+        )
     except Exception as exc:
         return [Verdict(FAIL, "embedding model", f"does not load: {_causes(exc)}")]
     try:
         started = time.perf_counter()
         vector = await encoder.encode_one("The user keeps two beehives in the garden.")
         took_ms = (time.perf_counter() - started) * 1000
-        verdicts = [Verdict(OK, "embedding model",
-                            f"{encoder.model_name} ({encoder.backend}), {vector.shape[0]} "
-                            f"dimensions, one sentence in {took_ms:.0f} ms")]
+        verdicts = [
+            Verdict(
+                OK,
+                "embedding model",
+                f"{encoder.model_name} ({encoder.backend}), {vector.shape[0]} "
+                f"dimensions, one sentence in {took_ms:.0f} ms",
+            )
+        ]
         if db is not None:
             try:
                 async with db.unit_of_work() as session:
@@ -145,9 +177,15 @@ async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
             others = {m: n for m, n in in_use.items() if m != encoder.model_name}
             if others:
                 named = ", ".join(f"{n} by {m or 'no model yet'}" for m, n in others.items())
-                verdicts.append(Verdict(WARN, "stored vectors", f"{named}: the service "
-                                        "re-embeds them in the background when it starts; "
-                                        "keyword search finds them meanwhile"))
+                verdicts.append(
+                    Verdict(
+                        WARN,
+                        "stored vectors",
+                        f"{named}: the service "
+                        "re-embeds them in the background when it starts; "
+                        "keyword search finds them meanwhile",
+                    )
+                )
         return verdicts
     except MemoryServiceError as exc:
         return [Verdict(FAIL, "embedding model", _causes(exc))]
@@ -159,49 +197,89 @@ async def _check_llm(settings: Settings, timeout_s: float) -> list[Verdict]:
     from service.llm.client import LLMClient, decode_json_answer
 
     if not settings.llm_configured:
-        return [Verdict(WARN, "llm", "no LLM configured (LLM_BASE_URL, LLM_MODEL): turns are "
-                        "kept and wait; everything else works")]
+        return [
+            Verdict(
+                WARN,
+                "llm",
+                "no LLM configured (LLM_BASE_URL, LLM_MODEL): turns are "
+                "kept and wait; everything else works",
+            )
+        ]
     base = settings.llm_base_url or ""
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     verdicts: list[Verdict] = []
     try:
-        async with httpx.AsyncClient(timeout=timeout_s, headers=headers,
-                                     trust_env=False) as client:
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers, trust_env=False) as client:
             response = await client.get(f"{base}/models")
         if response.status_code in (401, 403):
-            return [Verdict(FAIL, "llm", f"{base}/models refused the key "
-                            f"(HTTP {response.status_code}); check LLM_API_KEY")]
+            return [
+                Verdict(
+                    FAIL,
+                    "llm",
+                    f"{base}/models refused the key "
+                    f"(HTTP {response.status_code}); check LLM_API_KEY",
+                )
+            ]
         if response.status_code == 200:
-            ids = [str(m.get("id")) for m in (response.json().get("data") or [])
-                   if isinstance(m, dict)]
+            ids = [
+                str(m.get("id")) for m in (response.json().get("data") or []) if isinstance(m, dict)
+            ]
             if settings.llm_model in ids:
                 verdicts.append(Verdict(OK, "llm models", f"{base} lists {settings.llm_model}"))
             else:
-                verdicts.append(Verdict(WARN, "llm models", f"{base} does not list "
-                                        f"{settings.llm_model} ({len(ids)} models listed)"))
+                verdicts.append(
+                    Verdict(
+                        WARN,
+                        "llm models",
+                        f"{base} does not list {settings.llm_model} ({len(ids)} models listed)",
+                    )
+                )
         else:
-            verdicts.append(Verdict(WARN, "llm models", f"{base}/models answered HTTP "
-                                    f"{response.status_code} (some servers have no model list)"))
+            verdicts.append(
+                Verdict(
+                    WARN,
+                    "llm models",
+                    f"{base}/models answered HTTP "
+                    f"{response.status_code} (some servers have no model list)",
+                )
+            )
     except (httpx.HTTPError, ValueError) as exc:
         return [Verdict(FAIL, "llm", f"{base} is unreachable: {_causes(exc)}")]
-    client = LLMClient(base_url=base, model=settings.llm_model, api_key=key,
-                       timeout_s=min(timeout_s, settings.llm_timeout_s),
-                       json_mode=settings.llm_json_mode)
+    client = LLMClient(
+        base_url=base,
+        model=settings.llm_model,
+        api_key=key,
+        timeout_s=min(timeout_s, settings.llm_timeout_s),
+        json_mode=settings.llm_json_mode,
+    )
     try:
         started = time.perf_counter()
         answer = await client.complete(
-            [{"role": "system", "content": "Answer with one JSON object and nothing else."},
-             {"role": "user", "content": 'Reply with {"ok": true}.'}],
-            json_answer=True, max_tokens=20)
+            [
+                {"role": "system", "content": "Answer with one JSON object and nothing else."},
+                {"role": "user", "content": 'Reply with {"ok": true}.'},
+            ],
+            json_answer=True,
+            max_tokens=20,
+        )
         took_s = time.perf_counter() - started
         try:
             decode_json_answer(answer)
-            verdicts.append(Verdict(OK, "llm", f"{settings.llm_model} answered a JSON request "
-                                    f"in {took_s:.1f} s"))
+            verdicts.append(
+                Verdict(
+                    OK, "llm", f"{settings.llm_model} answered a JSON request in {took_s:.1f} s"
+                )
+            )
         except MemoryServiceError:
-            verdicts.append(Verdict(WARN, "llm", f"{settings.llm_model} answered, but not with "
-                                    "JSON; extraction will repair or retry (LLM_JSON_MODE)"))
+            verdicts.append(
+                Verdict(
+                    WARN,
+                    "llm",
+                    f"{settings.llm_model} answered, but not with "
+                    "JSON; extraction will repair or retry (LLM_JSON_MODE)",
+                )
+            )
     except MemoryServiceError as exc:
         verdicts.append(Verdict(FAIL, "llm", _causes(exc)))
     finally:
@@ -222,8 +300,11 @@ async def _check_openwebui(url: str, timeout_s: float) -> Verdict:
         healthy = False
     if healthy:
         return Verdict(OK, "open webui", f"{health} answers")
-    return Verdict(FAIL, "open webui", f"{health} answered HTTP {response.status_code}, "
-                   "not Open WebUI's health answer")
+    return Verdict(
+        FAIL,
+        "open webui",
+        f"{health} answered HTTP {response.status_code}, not Open WebUI's health answer",
+    )
 
 
 def _check_bind(settings: Settings) -> Verdict:
@@ -231,13 +312,17 @@ def _check_bind(settings: Settings) -> Verdict:
         settings.check_bind()
     except MemoryServiceError as exc:
         return Verdict(FAIL, "listen address", str(exc))
-    key = "set" if settings.api_key and settings.api_key.get_secret_value() else \
-        "generated into the state folder"
+    key = (
+        "set"
+        if settings.api_key and settings.api_key.get_secret_value()
+        else "generated into the state folder"
+    )
     return Verdict(OK, "listen address", f"{settings.host}:{settings.port}, API key {key}")
 
 
-async def run_checks(settings: Settings, *, openwebui_url: str | None,
-                     timeout_s: float) -> list[Verdict]:
+async def run_checks(
+    settings: Settings, *, openwebui_url: str | None, timeout_s: float
+) -> list[Verdict]:
     """Every check, in order; none raises (a failure is a FAIL verdict).
 
     Args:
@@ -254,8 +339,9 @@ async def run_checks(settings: Settings, *, openwebui_url: str | None,
     try:
         verdicts += await _check_embeddings(settings, db)
     except Exception as exc:
-        verdicts.append(Verdict(FAIL, "embedding model", f"the check itself failed: "
-                                f"{_causes(exc)}"))
+        verdicts.append(
+            Verdict(FAIL, "embedding model", f"the check itself failed: {_causes(exc)}")
+        )
     finally:
         if db is not None:
             await db.dispose()
@@ -272,10 +358,14 @@ async def run_checks(settings: Settings, *, openwebui_url: str | None,
 
 def doctor(
     openwebui_url: str | None = typer.Option(
-        None, "--openwebui-url", metavar="URL",
-        help="Also check that Open WebUI answers here (e.g. http://127.0.0.1:8080)."),
-    timeout_s: float = typer.Option(10.0, "--timeout-s", min=0.5, max=300,
-                                    help="Limit of each network call, in seconds."),
+        None,
+        "--openwebui-url",
+        metavar="URL",
+        help="Also check that Open WebUI answers here (e.g. http://127.0.0.1:8080).",
+    ),
+    timeout_s: float = typer.Option(
+        10.0, "--timeout-s", min=0.5, max=300, help="Limit of each network call, in seconds."
+    ),
 ) -> None:
     """Check the database, pgvector, migrations, the embedding model, the LLM endpoint and
     (with --openwebui-url) Open WebUI; one OK / WARN / FAIL line each, exit 1 on a FAIL."""
@@ -284,13 +374,18 @@ def doctor(
     except ValueError as exc:  # pydantic's ValidationError: a variable has a wrong value
         typer.echo(Verdict(FAIL, "settings", " ".join(str(exc).split())[:300]).line())
         raise typer.Exit(code=1) from exc
-    verdicts = asyncio.run(run_checks(settings, openwebui_url=openwebui_url,
-                                      timeout_s=timeout_s))
+    verdicts = asyncio.run(run_checks(settings, openwebui_url=openwebui_url, timeout_s=timeout_s))
     for verdict in verdicts:
         typer.echo(verdict.line())
     failed = [v for v in verdicts if v.level == FAIL]
-    typer.echo(f"{len(failed)} of {len(verdicts)} checks failed" if failed else
-               f"all {len(verdicts)} checks passed" + (
-                   f" ({sum(v.level == WARN for v in verdicts)} warnings)"
-                   if any(v.level == WARN for v in verdicts) else ""))
+    typer.echo(
+        f"{len(failed)} of {len(verdicts)} checks failed"
+        if failed
+        else f"all {len(verdicts)} checks passed"
+        + (
+            f" ({sum(v.level == WARN for v in verdicts)} warnings)"
+            if any(v.level == WARN for v in verdicts)
+            else ""
+        )
+    )
     raise typer.Exit(code=1 if failed else 0)

@@ -12,8 +12,12 @@ from service.cli.failures import fail
 from service.config import Settings
 from service.errors import MemoryServiceError
 
-app = typer.Typer(help="Memory service for Open WebUI.", no_args_is_help=True,
-                  pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    help="Memory service for Open WebUI.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 
 FILTER_HELP = """
@@ -39,8 +43,10 @@ def serve(
 
     from service.api.app import create_app
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if not verbose:  # the embedded server logs every pg_ctl call it makes
         logging.getLogger("pgserver").setLevel(logging.WARNING)
     try:
@@ -48,10 +54,16 @@ def serve(
         settings = Settings(**overrides)  # type: ignore[arg-type]
         settings.check_bind()
         api = create_app(settings)
-        typer.echo(FILTER_HELP.format(host=settings.host, port=settings.port,
-                                      key=settings.bearer_key()))
-        uvicorn.run(api, host=settings.host, port=settings.port, log_level="info",
-                    timeout_graceful_shutdown=10)
+        typer.echo(
+            FILTER_HELP.format(host=settings.host, port=settings.port, key=settings.bearer_key())
+        )
+        uvicorn.run(
+            api,
+            host=settings.host,
+            port=settings.port,
+            log_level="info",
+            timeout_graceful_shutdown=10,
+        )
     except MemoryServiceError as exc:
         fail(exc, verbose)
 
@@ -64,8 +76,11 @@ def migrate(verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
 
     try:
         settings = Settings()
-        url, server = (settings.database_url, None) if settings.database_url else \
-            start_embedded(settings.state_dir)
+        url, server = (
+            (settings.database_url, None)
+            if settings.database_url
+            else start_embedded(settings.state_dir)
+        )
         migrations.upgrade(url)
         typer.echo("database is at the newest migration")
         if server is not None:

@@ -23,8 +23,16 @@ import typer
 import service
 from service.config import Settings
 
-__all__ = ["EVENTS_ID", "FILTER_ID", "PIPE_ID", "FunctionSource", "OpenWebUI", "OpenWebUIError",
-           "app", "read_sources"]
+__all__ = [
+    "EVENTS_ID",
+    "FILTER_ID",
+    "PIPE_ID",
+    "FunctionSource",
+    "OpenWebUI",
+    "OpenWebUIError",
+    "app",
+    "read_sources",
+]
 
 FILTER_ID = "memory_filter"
 PIPE_ID = "memory_commands"
@@ -37,8 +45,12 @@ REQUEST_TIMEOUT_S = 30.0
 # One `key: value` line of the docstring that opens a function file (its frontmatter).
 _FRONTMATTER_LINE = re.compile(r"^\s*([a-z_]+):\s*(.*?)\s*$", re.IGNORECASE)
 
-app = typer.Typer(help="Install the memory filter and its companions into a running Open WebUI.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    help="Install the memory filter and its companions into a running Open WebUI.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 
 class OpenWebUIError(Exception):
@@ -63,8 +75,9 @@ class OpenWebUI:
     version: str = ""
 
     @classmethod
-    def connect(cls, url: str, *, token: str | None, email: str | None,
-                password: str | None) -> OpenWebUI:
+    def connect(
+        cls, url: str, *, token: str | None, email: str | None, password: str | None
+    ) -> OpenWebUI:
         """Check that `url` is Open WebUI, sign in if needed and check that we are an admin.
 
         Raises:
@@ -89,8 +102,9 @@ class OpenWebUI:
     def close(self) -> None:
         self.client.close()
 
-    def call(self, method: str, path: str, *, json: Any = None,
-             params: dict[str, Any] | None = None) -> Any:
+    def call(
+        self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
         """Send one request and return the decoded JSON answer.
 
         Raises:
@@ -99,13 +113,17 @@ class OpenWebUI:
         try:
             response = self.client.request(method, path, json=json, params=params)
         except httpx.TimeoutException as exc:
-            raise OpenWebUIError(f"Open WebUI at {self.base_url} did not answer {method} {path} "
-                                 f"within {REQUEST_TIMEOUT_S:g} s") from exc
+            raise OpenWebUIError(
+                f"Open WebUI at {self.base_url} did not answer {method} {path} "
+                f"within {REQUEST_TIMEOUT_S:g} s"
+            ) from exc
         except httpx.HTTPError as exc:
             raise OpenWebUIError(f"cannot reach Open WebUI at {self.base_url}: {exc}") from exc
         if not response.is_success:
-            raise OpenWebUIError(f"Open WebUI answered {response.status_code} to {method} {path}: "
-                                 f"{_detail(response)}")
+            raise OpenWebUIError(
+                f"Open WebUI answered {response.status_code} to {method} {path}: "
+                f"{_detail(response)}"
+            )
         return response.json() if response.content else None
 
     def _version(self) -> str:
@@ -118,18 +136,23 @@ class OpenWebUI:
         except ValueError:
             version = None
         if not isinstance(version, str):
-            raise OpenWebUIError(f"{self.base_url} does not look like Open WebUI "
-                                 f"(GET /api/version answered {response.status_code})")
+            raise OpenWebUIError(
+                f"{self.base_url} does not look like Open WebUI "
+                f"(GET /api/version answered {response.status_code})"
+            )
         return version
 
     def _sign_in(self, email: str, password: str) -> str:
-        response = self.client.post("/api/v1/auths/signin",
-                                    json={"email": email, "password": password})
+        response = self.client.post(
+            "/api/v1/auths/signin", json={"email": email, "password": password}
+        )
         if response.status_code == 400:
             raise OpenWebUIError(f"Open WebUI refused the sign-in of {email}: {_detail(response)}")
         if not response.is_success:
-            raise OpenWebUIError(f"Open WebUI answered {response.status_code} to the sign-in of "
-                                 f"{email}: {_detail(response)}")
+            raise OpenWebUIError(
+                f"Open WebUI answered {response.status_code} to the sign-in of "
+                f"{email}: {_detail(response)}"
+            )
         return str(response.json()["token"])
 
     def _check_admin(self) -> None:
@@ -139,11 +162,15 @@ class OpenWebUI:
             raise OpenWebUIError(f"Open WebUI refused the token: {_detail(first)}")
         second = self.client.get("/api/v1/functions/list")
         if second.status_code in (401, 403):
-            raise OpenWebUIError("this account is not an admin of Open WebUI; functions can "
-                                 "only be installed by an admin")
+            raise OpenWebUIError(
+                "this account is not an admin of Open WebUI; functions can "
+                "only be installed by an admin"
+            )
         if not second.is_success:
-            raise OpenWebUIError(f"Open WebUI answered {second.status_code} to GET "
-                                 f"/api/v1/functions/list: {_detail(second)}")
+            raise OpenWebUIError(
+                f"Open WebUI answered {second.status_code} to GET "
+                f"/api/v1/functions/list: {_detail(second)}"
+            )
 
     # -- functions -----------------------------------------------------------------------------
 
@@ -189,26 +216,41 @@ class FunctionSource:
         except OSError as exc:
             raise OpenWebUIError(f"cannot read {path}: {exc.strerror}") from exc
         manifest = _frontmatter(content)
-        return cls(function_id, manifest.get("title") or function_id,
-                   manifest.get("description", ""), content)
+        return cls(
+            function_id,
+            manifest.get("title") or function_id,
+            manifest.get("description", ""),
+            content,
+        )
 
 
-def read_sources(filter_file: Path = SOURCE_DIR / "memory_filter.py",
-                 pipe_file: Path = SOURCE_DIR / "memory_commands.py",
-                 events_file: Path = SOURCE_DIR / "memory_events.py") -> dict[str, FunctionSource]:
+def read_sources(
+    filter_file: Path = SOURCE_DIR / "memory_filter.py",
+    pipe_file: Path = SOURCE_DIR / "memory_commands.py",
+    events_file: Path = SOURCE_DIR / "memory_events.py",
+) -> dict[str, FunctionSource]:
     """The three function files, by the function id they are installed under.
 
     Raises:
         OpenWebUIError: a file cannot be read.
     """
-    return {FILTER_ID: FunctionSource.read(FILTER_ID, filter_file),
-            PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file),
-            EVENTS_ID: FunctionSource.read(EVENTS_ID, events_file)}
+    return {
+        FILTER_ID: FunctionSource.read(FILTER_ID, filter_file),
+        PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file),
+        EVENTS_ID: FunctionSource.read(EVENTS_ID, events_file),
+    }
 
 
-def install(owui: OpenWebUI, *, sources: dict[str, FunctionSource], service_url: str,
-            api_key: str, make_global: bool, model_ids: list[str],
-            say: Callable[[str], None] = typer.echo) -> None:
+def install(
+    owui: OpenWebUI,
+    *,
+    sources: dict[str, FunctionSource],
+    service_url: str,
+    api_key: str,
+    make_global: bool,
+    model_ids: list[str],
+    say: Callable[[str], None] = typer.echo,
+) -> None:
     """Bring Open WebUI to the installed state; each step writes only what differs.
 
     Args:
@@ -220,23 +262,29 @@ def install(owui: OpenWebUI, *, sources: dict[str, FunctionSource], service_url:
     available = owui.provider_models()
     missing = [m for m in model_ids if m not in available]
     if missing:
-        raise OpenWebUIError(f"Open WebUI has no model {', '.join(missing)}; "
-                             f"it offers {', '.join(sorted(available)) or 'none'}")
+        raise OpenWebUIError(
+            f"Open WebUI has no model {', '.join(missing)}; "
+            f"it offers {', '.join(sorted(available)) or 'none'}"
+        )
     for source in sources.values():
         say(f"{source.function_id}: {_push_function(owui, source)}")
         say(f"{source.function_id}: {_set_flag(owui, source.function_id, 'is_active', True)}")
     say(f"{FILTER_ID}: {_set_flag(owui, FILTER_ID, 'is_global', make_global)}")
     for function_id in SERVICE_CALLERS:
-        say(f"{function_id}: "
-            f"{_set_valves(owui, function_id, service_url=service_url, api_key=api_key)}")
+        say(
+            f"{function_id}: "
+            f"{_set_valves(owui, function_id, service_url=service_url, api_key=api_key)}"
+        )
     rows = owui.model_rows()
     for model_id in model_ids:
         say(f"model {model_id}: {_attach_filter(owui, model_id, rows.get(model_id), available)}")
     say(f"model {PIPE_ID}: {_ensure_pipe_row(owui, rows.get(PIPE_ID), sources[PIPE_ID].name)}")
     owui.provider_models()  # rebuild the cached model list so the pipe model is routable now
     where = "every model" if make_global else ", ".join(model_ids) or "no model yet"
-    say(f"installed into Open WebUI {owui.version} at {owui.base_url}: the filter runs for "
-        f"{where} and calls {service_url}")
+    say(
+        f"installed into Open WebUI {owui.version} at {owui.base_url}: the filter runs for "
+        f"{where} and calls {service_url}"
+    )
 
 
 def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> None:
@@ -247,11 +295,15 @@ def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> No
             say(f"model {PIPE_ID}: deleted")
             continue
         meta = dict(row.get("meta") or {})
-        kept = {key: [f for f in meta.get(key) or [] if f != FILTER_ID]
-                for key in ("filterIds", "defaultFilterIds") if FILTER_ID in (meta.get(key) or [])}
+        kept = {
+            key: [f for f in meta.get(key) or [] if f != FILTER_ID]
+            for key in ("filterIds", "defaultFilterIds")
+            if FILTER_ID in (meta.get(key) or [])
+        }
         if kept:
-            owui.call("POST", "/api/v1/models/model/update",
-                      json=_model_form(row, {**meta, **kept}))
+            owui.call(
+                "POST", "/api/v1/models/model/update", json=_model_form(row, {**meta, **kept})
+            )
             say(f"model {model_id}: filter detached")
     for function_id in (FILTER_ID, PIPE_ID, EVENTS_ID):
         if owui.function(function_id) is None:
@@ -263,8 +315,9 @@ def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> No
     say(f"uninstalled from Open WebUI {owui.version} at {owui.base_url}")
 
 
-def status(owui: OpenWebUI, *, sources: dict[str, FunctionSource],
-           say: Callable[[str], None] = typer.echo) -> None:
+def status(
+    owui: OpenWebUI, *, sources: dict[str, FunctionSource], say: Callable[[str], None] = typer.echo
+) -> None:
     """Print what is installed, whether it is active, and whether its code is current."""
     say(f"Open WebUI {owui.version} at {owui.base_url}")
     rows = owui.model_rows()
@@ -275,33 +328,55 @@ def status(owui: OpenWebUI, *, sources: dict[str, FunctionSource],
             continue
         facts = ["active" if found.get("is_active") else "INACTIVE"]
         if function_id == FILTER_ID:
-            attached = sorted(m for m, row in rows.items()
-                              if FILTER_ID in ((row.get("meta") or {}).get("filterIds") or []))
-            facts.append("global" if found.get("is_global") else
-                         f"attached to {', '.join(attached) or 'no model'}")
-        facts.append("code is current" if found.get("content") == source.content else
-                     "code differs from the local file")
+            attached = sorted(
+                m
+                for m, row in rows.items()
+                if FILTER_ID in ((row.get("meta") or {}).get("filterIds") or [])
+            )
+            facts.append(
+                "global"
+                if found.get("is_global")
+                else f"attached to {', '.join(attached) or 'no model'}"
+            )
+        facts.append(
+            "code is current"
+            if found.get("content") == source.content
+            else "code differs from the local file"
+        )
         say(f"{function_id}: installed, {', '.join(facts)}")
         if function_id in SERVICE_CALLERS:
             valves = owui.valves(function_id)
             key = "set" if valves.get("api_key") else "NOT SET"
-            say(f"{function_id}: service_url = {valves.get('service_url', '(default)')}, "
-                f"api_key {key}")
+            say(
+                f"{function_id}: service_url = {valves.get('service_url', '(default)')}, "
+                f"api_key {key}"
+            )
     row = rows.get(PIPE_ID)
     if row is None:
         say(f"model {PIPE_ID}: no model row (ordinary users cannot run commands)")
     else:
-        say(f"model {PIPE_ID}: " + ", ".join([
-            "active" if row.get("is_active") else "INACTIVE",
-            "hidden" if (row.get("meta") or {}).get("hidden") else "VISIBLE in the model list",
-            "readable by everyone" if _everyone_reads(row) else "NOT readable by everyone",
-        ]))
+        say(
+            f"model {PIPE_ID}: "
+            + ", ".join(
+                [
+                    "active" if row.get("is_active") else "INACTIVE",
+                    "hidden"
+                    if (row.get("meta") or {}).get("hidden")
+                    else "VISIBLE in the model list",
+                    "readable by everyone" if _everyone_reads(row) else "NOT readable by everyone",
+                ]
+            )
+        )
 
 
 def _push_function(owui: OpenWebUI, source: FunctionSource) -> str:
     found = owui.function(source.function_id)
-    form = {"id": source.function_id, "name": source.name, "content": source.content,
-            "meta": {"description": source.description}}
+    form = {
+        "id": source.function_id,
+        "name": source.name,
+        "content": source.content,
+        "meta": {"description": source.description},
+    }
     if found is None:
         owui.call("POST", "/api/v1/functions/create", json=form)
         return "created"
@@ -337,12 +412,21 @@ def _set_valves(owui: OpenWebUI, function_id: str, *, service_url: str, api_key:
     return "valves set (service_url, api_key)"
 
 
-def _attach_filter(owui: OpenWebUI, model_id: str, row: dict[str, Any] | None,
-                   available: dict[str, dict[str, Any]]) -> str:
+def _attach_filter(
+    owui: OpenWebUI, model_id: str, row: dict[str, Any] | None, available: dict[str, dict[str, Any]]
+) -> str:
     if row is None:  # a provider model without a row: an override row carries the filter
-        owui.call("POST", "/api/v1/models/create", json={
-            "id": model_id, "base_model_id": None, "name": available[model_id].get("name")
-            or model_id, "meta": {"filterIds": [FILTER_ID]}, "params": {}})
+        owui.call(
+            "POST",
+            "/api/v1/models/create",
+            json={
+                "id": model_id,
+                "base_model_id": None,
+                "name": available[model_id].get("name") or model_id,
+                "meta": {"filterIds": [FILTER_ID]},
+                "params": {},
+            },
+        )
         return "filter attached (new model row)"
     meta = dict(row.get("meta") or {})
     filter_ids = list(meta.get("filterIds") or [])
@@ -356,9 +440,19 @@ def _attach_filter(owui: OpenWebUI, model_id: str, row: dict[str, Any] | None,
 def _ensure_pipe_row(owui: OpenWebUI, row: dict[str, Any] | None, name: str) -> str:
     """A hidden, active model row for the pipe that every user may read (COMMANDS §2.1)."""
     if row is None:
-        owui.call("POST", "/api/v1/models/create", json={
-            "id": PIPE_ID, "base_model_id": None, "name": name, "meta": {"hidden": True},
-            "params": {}, "is_active": True, "access_grants": [EVERYONE_READS]})
+        owui.call(
+            "POST",
+            "/api/v1/models/create",
+            json={
+                "id": PIPE_ID,
+                "base_model_id": None,
+                "name": name,
+                "meta": {"hidden": True},
+                "params": {},
+                "is_active": True,
+                "access_grants": [EVERYONE_READS],
+            },
+        )
         return "created (hidden, readable by everyone)"
     done: list[str] = []
     meta = dict(row.get("meta") or {})
@@ -368,16 +462,24 @@ def _ensure_pipe_row(owui: OpenWebUI, row: dict[str, Any] | None, name: str) -> 
         done.append("hidden and active")
     if not _everyone_reads(row):
         grants = [_grant_form(g) for g in row.get("access_grants") or []]
-        owui.call("POST", "/api/v1/models/model/access/update",
-                  json={"id": PIPE_ID, "access_grants": [*grants, EVERYONE_READS]})
+        owui.call(
+            "POST",
+            "/api/v1/models/model/access/update",
+            json={"id": PIPE_ID, "access_grants": [*grants, EVERYONE_READS]},
+        )
         done.append("readable by everyone")
     return "made " + " and ".join(done) if done else "already hidden and readable by everyone"
 
 
 def _model_form(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     """The update form for a model row with a new `meta` (is_active is left as it is)."""
-    return {"id": row["id"], "base_model_id": row.get("base_model_id"), "name": row["name"],
-            "meta": meta, "params": row.get("params") or {}}
+    return {
+        "id": row["id"],
+        "base_model_id": row.get("base_model_id"),
+        "name": row["name"],
+        "meta": meta,
+        "params": row.get("params") or {},
+    }
 
 
 def _grant_form(grant: dict[str, Any]) -> dict[str, str]:
@@ -415,18 +517,25 @@ def _detail(response: httpx.Response) -> str:
 
 # --- commands ---------------------------------------------------------------------------------
 
-Url = Annotated[str, typer.Option("--url", envvar="OPENWEBUI_URL",
-                                  help="Open WebUI's address.")]
-Token = Annotated[str | None, typer.Option(
-    "--token", envvar="OPENWEBUI_TOKEN",
-    help="An admin's JWT or sk-… API key (Settings → Account).")]
+Url = Annotated[str, typer.Option("--url", envvar="OPENWEBUI_URL", help="Open WebUI's address.")]
+Token = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="OPENWEBUI_TOKEN",
+        help="An admin's JWT or sk-… API key (Settings → Account).",
+    ),
+]
 Email = Annotated[str | None, typer.Option("--email", help="Admin e-mail, instead of --token.")]
-Password = Annotated[str | None, typer.Option("--password", envvar="OPENWEBUI_PASSWORD",
-                                              help="Admin password, with --email.")]
+Password = Annotated[
+    str | None,
+    typer.Option("--password", envvar="OPENWEBUI_PASSWORD", help="Admin password, with --email."),
+]
 FilterFile = Annotated[Path, typer.Option("--filter-file", help="The filter's source file.")]
 PipeFile = Annotated[Path, typer.Option("--pipe-file", help="The command pipe's source file.")]
-EventsFile = Annotated[Path, typer.Option("--events-file",
-                                          help="The Memory Events function's source file.")]
+EventsFile = Annotated[
+    Path, typer.Option("--events-file", help="The Memory Events function's source file.")
+]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks.")]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -437,16 +546,26 @@ def install_command(
     token: Token = None,
     email: Email = None,
     password: Password = None,
-    service_url: Annotated[str, typer.Option(
-        "--service-url", help="The memory service as Open WebUI reaches it.")] =
-        "http://127.0.0.1:8765",
-    api_key: Annotated[str | None, typer.Option(
-        "--api-key", help="The service's key (default: MEMORY_API_KEY or .state/api_key).")] = None,
-    make_global: Annotated[bool | None, typer.Option(
-        "--global/--no-global",
-        help="Run the filter for every model (default: yes, unless --model is given).")] = None,
-    model: Annotated[list[str] | None, typer.Option(
-        "--model", help="Attach the filter to this model (repeatable).")] = None,
+    service_url: Annotated[
+        str, typer.Option("--service-url", help="The memory service as Open WebUI reaches it.")
+    ] = "http://127.0.0.1:8765",
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key", help="The service's key (default: MEMORY_API_KEY or .state/api_key)."
+        ),
+    ] = None,
+    make_global: Annotated[
+        bool | None,
+        typer.Option(
+            "--global/--no-global",
+            help="Run the filter for every model (default: yes, unless --model is given).",
+        ),
+    ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="Attach the filter to this model (repeatable)."),
+    ] = None,
     filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
     pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
     events_file: EventsFile = SOURCE_DIR / "memory_events.py",
@@ -458,38 +577,54 @@ def install_command(
     with _session(url, token, email, password, verbose) as owui:
         key = api_key or _local_api_key()
         if not key:
-            raise OpenWebUIError("no API key for the memory service: pass --api-key, set "
-                                 "MEMORY_API_KEY, or start the service once (it writes "
-                                 ".state/api_key)")
-        install(owui, sources=read_sources(filter_file, pipe_file, events_file),
-                service_url=service_url.rstrip("/"), api_key=key,
-                make_global=make_global if make_global is not None else not model_ids,
-                model_ids=model_ids)
+            raise OpenWebUIError(
+                "no API key for the memory service: pass --api-key, set "
+                "MEMORY_API_KEY, or start the service once (it writes "
+                ".state/api_key)"
+            )
+        install(
+            owui,
+            sources=read_sources(filter_file, pipe_file, events_file),
+            service_url=service_url.rstrip("/"),
+            api_key=key,
+            make_global=make_global if make_global is not None else not model_ids,
+            model_ids=model_ids,
+        )
 
 
 @app.command("uninstall")
-def uninstall_command(url: Url = DEFAULT_URL, token: Token = None, email: Email = None,
-                      password: Password = None, verbose: Verbose = False) -> None:
+def uninstall_command(
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    email: Email = None,
+    password: Password = None,
+    verbose: Verbose = False,
+) -> None:
     """Delete the three functions and the pipe's model row; detach the filter from models."""
     with _session(url, token, email, password, verbose) as owui:
         uninstall(owui)
 
 
 @app.command("status")
-def status_command(url: Url = DEFAULT_URL, token: Token = None, email: Email = None,
-                   password: Password = None,
-                   filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
-                   pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
-                   events_file: EventsFile = SOURCE_DIR / "memory_events.py",
-                   verbose: Verbose = False) -> None:
+def status_command(
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    email: Email = None,
+    password: Password = None,
+    filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
+    pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
+    events_file: EventsFile = SOURCE_DIR / "memory_events.py",
+    verbose: Verbose = False,
+) -> None:
     """Show what is installed and active, and whether the installed code is current."""
     with _session(url, token, email, password, verbose) as owui:
         status(owui, sources=read_sources(filter_file, pipe_file, events_file))
 
 
 @contextmanager
-def _session(url: str, token: str | None, email: str | None, password: str | None,
-             verbose: bool) -> Iterator[OpenWebUI]:
+def _session(
+    url: str, token: str | None, email: str | None, password: str | None, verbose: bool
+) -> Iterator[OpenWebUI]:
     """An admin session for one command; its errors become one line on stderr and exit 1."""
     try:
         owui = OpenWebUI.connect(url, token=token, email=email, password=password)

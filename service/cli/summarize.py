@@ -38,44 +38,54 @@ _PREVIEW_CHARS = 70
 
 def summarize(
     user: list[str] = typer.Option(  # noqa: B008 - typer declares options this way
-        [], "--user", metavar="ID", help="Consolidate this user's memories (repeatable)."),
+        [], "--user", metavar="ID", help="Consolidate this user's memories (repeatable)."
+    ),
     folder: list[str] = typer.Option(  # noqa: B008
-        [], "--folder", metavar="ID",
-        help="Consolidate this folder's Project Memory (repeatable)."),
+        [], "--folder", metavar="ID", help="Consolidate this folder's Project Memory (repeatable)."
+    ),
     all_owners: bool = typer.Option(
-        False, "--all", help="Every user and folder with memories past the age gate."),
+        False, "--all", help="Every user and folder with memories past the age gate."
+    ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the plan; change nothing and call no LLM."),
+        False, "--dry-run", help="Print the plan; change nothing and call no LLM."
+    ),
     show_text: bool = typer.Option(
-        False, "--show-text", help="Print the memories' texts in the plan (they are private)."),
+        False, "--show-text", help="Print the memories' texts in the plan (they are private)."
+    ),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Tracebacks and debug logs."),
 ) -> None:
     """Merge clusters of old memories into summaries, archive the sources, prune beyond the cap."""
-    owners = ([Owner(OwnerKind.USER, u) for u in user]
-              + [Owner(OwnerKind.FOLDER, f) for f in folder])
+    owners = [Owner(OwnerKind.USER, u) for u in user] + [Owner(OwnerKind.FOLDER, f) for f in folder]
     if not owners and not all_owners:
-        typer.echo("error: say whose memories to consolidate: --user ID, --folder ID or --all",
-                   err=True)
+        typer.echo(
+            "error: say whose memories to consolidate: --user ID, --folder ID or --all", err=True
+        )
         raise typer.Exit(code=2)
     if owners and all_owners:
         typer.echo("error: --all cannot be combined with --user or --folder", err=True)
         raise typer.Exit(code=2)
     _logging(verbose)
     try:
-        report = asyncio.run(_summarize(None if all_owners else owners, dry_run=dry_run,
-                                        show_text=show_text))
+        report = asyncio.run(
+            _summarize(None if all_owners else owners, dry_run=dry_run, show_text=show_text)
+        )
     except MemoryServiceError as exc:
         fail(exc, verbose)
     if report.failed:
-        typer.echo(f"error: the run stopped: {report.stopped or 'the LLM could not answer'}; "
-                   "the owners not yet done were left as they were", err=True)
+        typer.echo(
+            f"error: the run stopped: {report.stopped or 'the LLM could not answer'}; "
+            "the owners not yet done were left as they were",
+            err=True,
+        )
         raise typer.Exit(code=1)
 
 
 def restore(
     memory_id: str = typer.Argument(
-        ..., metavar="MEMORY_ID",
-        help="uuid of a summary (or of one of its merged sources, or of a pruned memory)."),
+        ...,
+        metavar="MEMORY_ID",
+        help="uuid of a summary (or of one of its merged sources, or of a pruned memory).",
+    ),
     show_text: bool = typer.Option(False, "--show-text", help="Print the restored texts."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Tracebacks and debug logs."),
 ) -> None:
@@ -91,8 +101,10 @@ def restore(
     except MemoryServiceError as exc:
         fail(exc, verbose)
     if result.summary is not None:
-        typer.echo(f"restored {len(result.restored)} memories of summary {result.summary.id} "
-                   f"(#{result.summary.seq}); the summary is archived")
+        typer.echo(
+            f"restored {len(result.restored)} memories of summary {result.summary.id} "
+            f"(#{result.summary.seq}); the summary is archived"
+        )
     else:
         typer.echo(f"restored pruned memory {memory_id}")
     for memory in result.restored:
@@ -110,10 +122,17 @@ async def _summarize(owners: list[Owner] | None, *, dry_run: bool, show_text: bo
     async with _runtime(settings, encoder=not dry_run) as rt:
         if not dry_run and not rt.llm.configured:
             raise MemoryServiceError(
-                "the summarizer needs an LLM: set LLM_BASE_URL and LLM_MODEL (or use --dry-run)")
-        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                      MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                      transient=True, disable=not console.is_terminal) as progress:
+                "the summarizer needs an LLM: set LLM_BASE_URL and LLM_MODEL (or use --dry-run)"
+            )
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        ) as progress:
             task = progress.add_task("summarizing", total=None)
 
             def on_owners(n: int) -> None:
@@ -124,8 +143,9 @@ async def _summarize(owners: list[Owner] | None, *, dry_run: bool, show_text: bo
                 progress.update(task, description=f"summarizing ({result.owner})")
                 _print_result(result, show_text=show_text, console=progress.console)
 
-            report = await consolidation.summarize(rt, owners=owners, dry_run=dry_run,
-                                                   on_owners=on_owners, on_result=on_result)
+            report = await consolidation.summarize(
+                rt, owners=owners, dry_run=dry_run, on_owners=on_owners, on_result=on_result
+            )
     _print_totals(report, dry_run=dry_run)
     return report
 
@@ -150,19 +170,34 @@ async def _runtime(settings: Settings, *, encoder: bool) -> AsyncIterator[Runtim
         url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
     try:
         if not await asyncio.to_thread(migrate.is_at_head, url):
-            raise MemoryServiceError("the database is not at the newest migration; run "
-                                     "`python -m service migrate` (or start the service) first")
+            raise MemoryServiceError(
+                "the database is not at the newest migration; run "
+                "`python -m service migrate` (or start the service) first"
+            )
         db = Database.connect(url, pool_size=2)
-        enc = await asyncio.to_thread(Encoder, settings.embedding_model_path,
-                                      threads=settings.embedding_threads) if encoder else None
+        enc = (
+            await asyncio.to_thread(
+                Encoder, settings.embedding_model_path, threads=settings.embedding_threads
+            )
+            if encoder
+            else None
+        )
         llm = LLMClient(
-            base_url=settings.llm_base_url, model=settings.llm_model,
+            base_url=settings.llm_base_url,
+            model=settings.llm_model,
             api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-            timeout_s=settings.llm_timeout_s, json_mode=settings.llm_json_mode)
+            timeout_s=settings.llm_timeout_s,
+            json_mode=settings.llm_json_mode,
+        )
         try:
             # Dry runs and restores never embed, so they skip loading the model.
-            yield Runtime(settings=settings, db=db, encoder=enc, llm=llm,  # type: ignore[arg-type]
-                          jobs=build_job_app(libpq_url(url)))
+            yield Runtime(
+                settings=settings,
+                db=db,
+                encoder=enc,
+                llm=llm,  # type: ignore[arg-type]
+                jobs=build_job_app(libpq_url(url)),
+            )
         finally:
             await llm.aclose()
             await db.dispose()
@@ -196,20 +231,28 @@ def _print_result(result: OwnerResult, *, show_text: bool, console: Console) -> 
         texts.update({m.seq: m.content for m in plan.prune})
         for line in policy.describe(plan):
             ids = " ".join(f"#{s}" for s in line.seqs)
-            console.print(f"  {line.action:<16} {line.bank.title:<20} {ids}", markup=False,
-                          highlight=False)
+            console.print(
+                f"  {line.action:<16} {line.bank.title:<20} {ids}", markup=False, highlight=False
+            )
             if show_text:
                 for seq in line.seqs:
-                    console.print(f"      #{seq} {_preview(texts[seq])}", markup=False,
-                                  highlight=False)
+                    console.print(
+                        f"      #{seq} {_preview(texts[seq])}", markup=False, highlight=False
+                    )
         return
-    console.print(f"{head} → {result.active_after}; {len(result.summaries)} summaries of "
-                  f"{result.merged} memories, {result.pruned} pruned", markup=False,
-                  highlight=False)
+    console.print(
+        f"{head} → {result.active_after}; {len(result.summaries)} summaries of "
+        f"{result.merged} memories, {result.pruned} pruned",
+        markup=False,
+        highlight=False,
+    )
     for summary in result.summaries:
         text = f"  {_preview(summary.content)}" if show_text else ""
-        console.print(f"  summary #{summary.seq} {summary.id} ({summary.bank.title}){text}",
-                      markup=False, highlight=False)
+        console.print(
+            f"  summary #{summary.seq} {summary.id} ({summary.bank.title}){text}",
+            markup=False,
+            highlight=False,
+        )
     for reason in result.skipped:
         console.print(f"  left as it was: {reason}", markup=False, highlight=False)
 
@@ -219,16 +262,20 @@ def _print_totals(report: RunReport, *, dry_run: bool) -> None:
     if dry_run:
         planned = [r for r in results if not r.plan.empty]
         refused = sum(r.plan.refused is not None for r in planned)
-        typer.echo(f"dry run: {len(results)} owners looked at; {len(planned) - refused} would "
-                   f"change, {refused} would be refused; nothing was changed")
+        typer.echo(
+            f"dry run: {len(results)} owners looked at; {len(planned) - refused} would "
+            f"change, {refused} would be refused; nothing was changed"
+        )
         return
     merged = sum(r.merged for r in results)
     pruned = sum(r.pruned for r in results)
     summaries = sum(len(r.summaries) for r in results)
-    typer.echo(f"{len(results)} owners looked at: {report.count(Outcome.APPLIED)} changed "
-               f"({summaries} summaries of {merged} memories, {pruned} pruned), "
-               f"{report.count(Outcome.REFUSED)} refused by the guard, "
-               f"{report.count(Outcome.NOTHING)} with nothing to do")
+    typer.echo(
+        f"{len(results)} owners looked at: {report.count(Outcome.APPLIED)} changed "
+        f"({summaries} summaries of {merged} memories, {pruned} pruned), "
+        f"{report.count(Outcome.REFUSED)} refused by the guard, "
+        f"{report.count(Outcome.NOTHING)} with nothing to do"
+    )
 
 
 def _preview(text: str) -> str:
@@ -237,9 +284,9 @@ def _preview(text: str) -> str:
 
 
 def _logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if not verbose:
         logging.getLogger("pgserver").setLevel(logging.WARNING)
-
-

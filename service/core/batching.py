@@ -94,8 +94,12 @@ def message_hash(
     Returns:
         64 lowercase hex characters.
     """
-    parts = [chat_id, user_id, *(f"{role}:{_canonical(text)}" for role, text in history),
-             f"user:{_canonical(user_message)}"]
+    parts = [
+        chat_id,
+        user_id,
+        *(f"{role}:{_canonical(text)}" for role, text in history),
+        f"user:{_canonical(user_message)}",
+    ]
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
@@ -147,8 +151,11 @@ def plan_batches(
         if asked:
             eligible = max(eligible, asked[-1] + 1)
     considered = turns[:eligible]
-    forced_through = len(considered) if quiet else (
-        max((i + 1 for i, t in enumerate(considered) if t.remember), default=0))
+    forced_through = (
+        len(considered)
+        if quiet
+        else (max((i + 1 for i, t in enumerate(considered) if t.remember), default=0))
+    )
 
     batches: list[tuple[int, ...]] = []
     current: list[PendingTurn] = []

@@ -106,8 +106,10 @@ def build_messages(
         f"SUMMARY SO FAR:\n<chat_summary>{previous or ''}</chat_summary>\n\n"
         f"NEW MESSAGES ({len(messages)}):\n<new_messages>\n{lines}\n</new_messages>"
     )
-    return [{"role": "system", "content": SYSTEM_PROMPT.format(max_chars=max_chars)},
-            {"role": "user", "content": user}]
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT.format(max_chars=max_chars)},
+        {"role": "user", "content": user},
+    ]
 
 
 def parse_summary(data: Any, *, max_chars: int) -> str:

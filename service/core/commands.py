@@ -37,11 +37,19 @@ class CommandName(StrEnum):
     REMINDERS = "reminders"  #: pending and recently shown reminders
 
 
-_ALIASES = {"ls": CommandName.LIST, "find": CommandName.SEARCH, "remember": CommandName.ADD,
-            "delete": CommandName.FORGET, "remove": CommandName.FORGET, "rm": CommandName.FORGET,
-            "assign": CommandName.ASSIGN_BANK, "move": CommandName.ASSIGN_BANK,
-            "assign-bank": CommandName.ASSIGN_BANK, "?": CommandName.HELP,
-            "reminder": CommandName.REMINDERS}
+_ALIASES = {
+    "ls": CommandName.LIST,
+    "find": CommandName.SEARCH,
+    "remember": CommandName.ADD,
+    "delete": CommandName.FORGET,
+    "remove": CommandName.FORGET,
+    "rm": CommandName.FORGET,
+    "assign": CommandName.ASSIGN_BANK,
+    "move": CommandName.ASSIGN_BANK,
+    "assign-bank": CommandName.ASSIGN_BANK,
+    "?": CommandName.HELP,
+    "reminder": CommandName.REMINDERS,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +144,10 @@ def memory_line(memory: Memory, *, extra: str = "") -> str:
     """One bullet: id, bank, date and the escaped content."""
     merged = f" (merged from {memory.merged_from})" if memory.merged_from else ""
     tail = f"{merged} — {extra}" if extra else merged
-    return (f"- `{short_id(memory)}` {memory.bank.title} · {memory.created_at:%Y-%m-%d} · "
-            f"{escape_markdown(memory.content)}{tail}")
+    return (
+        f"- `{short_id(memory)}` {memory.bank.title} · {memory.created_at:%Y-%m-%d} · "
+        f"{escape_markdown(memory.content)}{tail}"
+    )
 
 
 HELP_TEXT = """**Memory commands**
@@ -163,5 +173,7 @@ the garden to buy seeds”."""
 
 def unknown_command_text(word: str) -> str:
     """Answer to an unknown command word."""
-    return (f"I don't know the memory command `{escape_markdown(word)}`. "
-            "Type `/memory help` to see the commands.")
+    return (
+        f"I don't know the memory command `{escape_markdown(word)}`. "
+        "Type `/memory help` to see the commands."
+    )

@@ -233,8 +233,12 @@ def owner_scope(owner_kind: OwnerKind, owner_id: str) -> ReadScope:
     folder's Project Memory (DESIGN §3)."""
     if owner_kind is OwnerKind.FOLDER:
         return ReadScope((Scope(OwnerKind.FOLDER, owner_id, Bank.PROJECT),))
-    return ReadScope((Scope(OwnerKind.USER, owner_id, Bank.PERSONAL),
-                      Scope(OwnerKind.USER, owner_id, Bank.INTERACTION)))
+    return ReadScope(
+        (
+            Scope(OwnerKind.USER, owner_id, Bank.PERSONAL),
+            Scope(OwnerKind.USER, owner_id, Bank.INTERACTION),
+        )
+    )
 
 
 def near_cap(active_count: int, params: ConsolidationParams) -> bool:
@@ -253,9 +257,13 @@ def _age_days(memory: Memory, now: datetime) -> float:
 
 def _eligible(entry: Entry, *, now: datetime, params: ConsolidationParams, age_gate: bool) -> bool:
     m = entry.memory
-    return (m.status is Status.ACTIVE and not m.source_kind.is_summary
-            and not entry.pinned and entry.vector is not None
-            and (not age_gate or _age_days(m, now) >= params.age_days))
+    return (
+        m.status is Status.ACTIVE
+        and not m.source_kind.is_summary
+        and not entry.pinned
+        and entry.vector is not None
+        and (not age_gate or _age_days(m, now) >= params.age_days)
+    )
 
 
 # --- clustering ---------------------------------------------------------------------------
@@ -299,8 +307,9 @@ def _one_pass(pool: Sequence[Entry], params: ConsolidationParams) -> list[Cluste
     return _greedy(pool, params, tag_bonus=params.strategy is ClusterStrategy.HYBRID)
 
 
-def _greedy(pool: Sequence[Entry], params: ConsolidationParams, *,
-            tag_bonus: bool) -> list[Cluster]:
+def _greedy(
+    pool: Sequence[Entry], params: ConsolidationParams, *, tag_bonus: bool
+) -> list[Cluster]:
     """Greedy centroid clustering: each unassigned memory in turn seeds a cluster, which takes
     the unassigned memory most similar to its centroid while that similarity reaches the
     threshold, the cluster has room and the texts still fit."""
@@ -324,7 +333,8 @@ def _greedy(pool: Sequence[Entry], params: ConsolidationParams, *,
             affinity = total / norm  # cosine of each memory to the members' centroid
             if tag_bonus and seed_tags:
                 affinity = affinity + np.array(
-                    [HYBRID_TAG_BONUS if seed_tags & set(e.memory.tags) else 0.0 for e in pool])
+                    [HYBRID_TAG_BONUS if seed_tags & set(e.memory.tags) else 0.0 for e in pool]
+                )
             best, best_affinity = -1, params.cosine_threshold
             for j in range(n):
                 if assigned[j] or j in members:
@@ -366,8 +376,10 @@ def _by_tags(pool: Sequence[Entry], params: ConsolidationParams) -> list[Cluster
         chars = 0
         for i in indices:
             size = len(pool[i].memory.content)
-            if chunk and (len(chunk) >= params.max_cluster_size
-                          or chars + _SEPARATOR_CHARS + size > params.source_max_chars):
+            if chunk and (
+                len(chunk) >= params.max_cluster_size
+                or chars + _SEPARATOR_CHARS + size > params.source_max_chars
+            ):
                 close(chunk)
                 chunk, chars = [], 0
             chars += size + (_SEPARATOR_CHARS if chunk else 0)
@@ -376,8 +388,9 @@ def _by_tags(pool: Sequence[Entry], params: ConsolidationParams) -> list[Cluster
     return clusters
 
 
-def _qualify(members: Sequence[Entry], sims: np.ndarray, params: ConsolidationParams
-             ) -> Cluster | None:
+def _qualify(
+    members: Sequence[Entry], sims: np.ndarray, params: ConsolidationParams
+) -> Cluster | None:
     """A cluster when big enough, or when its 2+ members are all near-duplicates."""
     memories = tuple(sorted((e.memory for e in members), key=lambda m: (m.created_at, m.seq)))
     if len(members) >= params.min_cluster_size:
@@ -390,14 +403,16 @@ def _qualify(members: Sequence[Entry], sims: np.ndarray, params: ConsolidationPa
 # --- pruning ------------------------------------------------------------------------------
 
 
-def prune_order(entries: Iterable[Entry], *, now: datetime, params: ConsolidationParams
-                ) -> list[Memory]:
+def prune_order(
+    entries: Iterable[Entry], *, now: datetime, params: ConsolidationParams
+) -> list[Memory]:
     """Memories in the order pruning archives them; summaries come after every other memory.
 
     `fifo`: oldest stated first. `least_relevant`: lowest confidence × 0.5 ** (days since
     last injected, or since stated when never injected / half_life_days) first — the read
     path's half-life (DESIGN §6.2) applied to use instead of a query. Ties: lower `seq` first.
     """
+
     def relevance(m: Memory) -> float:
         seen = m.last_used_at or m.created_at
         days = max((now - seen).total_seconds(), 0.0) / 86_400.0
@@ -419,8 +434,13 @@ def prune_order(entries: Iterable[Entry], *, now: datetime, params: Consolidatio
 
 
 def plan_owner(
-    entries: Sequence[Entry], *, owner_kind: OwnerKind, owner_id: str, now: datetime,
-    params: ConsolidationParams, trigger: Trigger = Trigger.DAILY,
+    entries: Sequence[Entry],
+    *,
+    owner_kind: OwnerKind,
+    owner_id: str,
+    now: datetime,
+    params: ConsolidationParams,
+    trigger: Trigger = Trigger.DAILY,
 ) -> OwnerPlan:
     """Plan one run over one owner's active memories.
 
@@ -459,21 +479,38 @@ def plan_owner(
     after = len(active) - len(merged_ids) + len(clusters)
     prune: list[Memory] = []
     if after > params.cap:
-        candidates = [e for e in active if e.memory.id not in merged_ids and not e.pinned
-                      and _age_days(e.memory, now) >= params.age_days]
+        candidates = [
+            e
+            for e in active
+            if e.memory.id not in merged_ids
+            and not e.pinned
+            and _age_days(e.memory, now) >= params.age_days
+        ]
         prune = prune_order(candidates, now=now, params=params)[: after - params.cap]
         if not limit and prune:
             pruned = {m.id for m in prune}
             rest = [e for e in eligible if e.memory.id not in merged_ids | pruned]
             clusters += cluster_entries(rest, params=params)
-    plan = OwnerPlan(owner_kind=owner_kind, owner_id=owner_id, trigger=trigger,
-                     active_before=len(active), clusters=tuple(clusters), prune=tuple(prune))
+    plan = OwnerPlan(
+        owner_kind=owner_kind,
+        owner_id=owner_id,
+        trigger=trigger,
+        active_before=len(active),
+        clusters=tuple(clusters),
+        prune=tuple(prune),
+    )
     refused = _guard(plan, params)
     if refused is None:
         return plan
-    return OwnerPlan(owner_kind=owner_kind, owner_id=owner_id, trigger=trigger,
-                     active_before=plan.active_before, clusters=plan.clusters, prune=plan.prune,
-                     refused=refused)
+    return OwnerPlan(
+        owner_kind=owner_kind,
+        owner_id=owner_id,
+        trigger=trigger,
+        active_before=plan.active_before,
+        clusters=plan.clusters,
+        prune=plan.prune,
+        refused=refused,
+    )
 
 
 def _guard(plan: OwnerPlan, params: ConsolidationParams) -> str | None:
@@ -487,9 +524,11 @@ def _guard(plan: OwnerPlan, params: ConsolidationParams) -> str | None:
     loss = plan.active_before - plan.active_after
     if plan.active_before == 0 or loss <= params.guard_share * plan.active_before:
         return None
-    return (f"the run would lower the active memories from {plan.active_before} to "
-            f"{plan.active_after} (-{loss / plan.active_before:.0%}); the guard allows at most "
-            f"-{params.guard_share:.0%}")
+    return (
+        f"the run would lower the active memories from {plan.active_before} to "
+        f"{plan.active_after} (-{loss / plan.active_before:.0%}); the guard allows at most "
+        f"-{params.guard_share:.0%}"
+    )
 
 
 # --- the summary contract with the LLM ------------------------------------------------------
@@ -527,15 +566,20 @@ def build_summary_messages(cluster: Cluster, *, max_chars: int) -> list[dict[str
     The sources appear one per line inside `<source_memories>` as
     `[s1] (YYYY-MM-DD) text`, oldest first.
     """
-    lines = "\n".join(f"[{ref}] ({m.created_at:%Y-%m-%d}) {m.content}"
-                      for ref, m in source_refs(cluster).items())
+    lines = "\n".join(
+        f"[{ref}] ({m.created_at:%Y-%m-%d}) {m.content}" for ref, m in source_refs(cluster).items()
+    )
     kind = "near-duplicates of one fact" if cluster.duplicates else "related memories"
-    user = (f"Bank: {cluster.bank.title}\n"
-            f"These {len(cluster.members)} source memories are {kind}.\n\n"
-            f"SOURCE MEMORIES (ref, date stated, text):\n"
-            f"<source_memories>\n{lines}\n</source_memories>")
-    return [{"role": "system", "content": SUMMARY_SYSTEM_PROMPT.format(max_chars=max_chars)},
-            {"role": "user", "content": user}]
+    user = (
+        f"Bank: {cluster.bank.title}\n"
+        f"These {len(cluster.members)} source memories are {kind}.\n\n"
+        f"SOURCE MEMORIES (ref, date stated, text):\n"
+        f"<source_memories>\n{lines}\n</source_memories>"
+    )
+    return [
+        {"role": "system", "content": SUMMARY_SYSTEM_PROMPT.format(max_chars=max_chars)},
+        {"role": "user", "content": user},
+    ]
 
 
 # Straight and typographic apostrophes both join a possessive to its word.
@@ -555,12 +599,16 @@ def key_terms(text: str) -> set[str]:
     for match in _WORD.finditer(text):
         word = match.group(0)
         core = _TRAILING.sub("", word)
-        if core and core.casefold() not in _PLAIN_WORDS and (
-                any(ch.isdigit() for ch in core) or (core[0].isupper() and not opens_sentence)):
+        if (
+            core
+            and core.casefold() not in _PLAIN_WORDS
+            and (any(ch.isdigit() for ch in core) or (core[0].isupper() and not opens_sentence))
+        ):
             terms.add(core.casefold())
-        following = text[match.end(): match.end() + 1]
+        following = text[match.end() : match.end() + 1]
         opens_sentence = following in ("!", "?") or (
-            word.endswith(".") and not _is_abbreviation(word))
+            word.endswith(".") and not _is_abbreviation(word)
+        )
     return terms
 
 
@@ -568,9 +616,7 @@ def _is_abbreviation(word: str) -> bool:
     return word.rstrip(".") in {"Dr", "Mr", "Mrs", "Ms", "St", "Prof", "e.g", "i.e", "vs"}
 
 
-def parse_summary(
-    data: Any, *, cluster: Cluster, max_chars: int
-) -> SummaryDraft:
+def parse_summary(data: Any, *, cluster: Cluster, max_chars: int) -> SummaryDraft:
     """Validate the LLM's decoded answer into a summary of `cluster`.
 
     The bank, tags, dates and confidence come from the sources, never from the answer: the
@@ -593,7 +639,8 @@ def parse_summary(
         raise SummaryOutputInvalid("the answer has no 'content' text")
     if len(content) > max_chars:
         raise SummaryOutputInvalid(
-            f"the summary has {len(content)} characters; at most {max_chars} are allowed")
+            f"the summary has {len(content)} characters; at most {max_chars} are allowed"
+        )
     if safety.looks_like_instruction(content):
         raise SummaryOutputInvalid("the summary reads as an instruction, not a fact")
     refs = source_refs(cluster)
@@ -605,15 +652,23 @@ def parse_summary(
     if missing_refs:
         raise SummaryOutputInvalid(f"the summary does not cover {', '.join(missing_refs)}")
     folded = content.casefold()
-    lost = [f"{term!r} ({ref})" for ref, m in refs.items()
-            for term in sorted(key_terms(m.content)) if term not in folded]
+    lost = [
+        f"{term!r} ({ref})"
+        for ref, m in refs.items()
+        for term in sorted(key_terms(m.content))
+        if term not in folded
+    ]
     if lost:
         raise SummaryOutputInvalid(f"the summary leaves out {', '.join(lost[:5])}")
     return SummaryDraft(
-        content=content, bank=cluster.bank, tags=cluster.tags,
+        content=content,
+        bank=cluster.bank,
+        tags=cluster.tags,
         confidence=min(m.confidence for m in cluster.members),
-        first_stated_at=cluster.first_stated_at, last_stated_at=cluster.last_stated_at,
-        source_ids=cluster.ids)
+        first_stated_at=cluster.first_stated_at,
+        last_stated_at=cluster.last_stated_at,
+        source_ids=cluster.ids,
+    )
 
 
 def cutoff(now: datetime, params: ConsolidationParams) -> datetime:
@@ -632,8 +687,12 @@ class PlanLine:
 
 def describe(plan: OwnerPlan) -> list[PlanLine]:
     """The plan as lines: one per cluster, then one per bank for pruned memories."""
-    lines = [PlanLine("merge duplicates" if c.duplicates else "merge", c.bank,
-                      tuple(m.seq for m in c.members)) for c in plan.clusters]
+    lines = [
+        PlanLine(
+            "merge duplicates" if c.duplicates else "merge", c.bank, tuple(m.seq for m in c.members)
+        )
+        for c in plan.clusters
+    ]
     by_bank: dict[Bank, list[int]] = {}
     for m in plan.prune:
         by_bank.setdefault(m.bank, []).append(m.seq)

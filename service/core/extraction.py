@@ -29,9 +29,16 @@ class OpKind(StrEnum):
     NONE = "NONE"  #: nothing to do
 
 
-_OP_ALIASES = {"ADD": OpKind.NEW, "CREATE": OpKind.NEW, "INSERT": OpKind.NEW,
-               "EDIT": OpKind.UPDATE, "REPLACE": OpKind.UPDATE, "REMOVE": OpKind.DELETE,
-               "NOOP": OpKind.NONE, "SKIP": OpKind.NONE}
+_OP_ALIASES = {
+    "ADD": OpKind.NEW,
+    "CREATE": OpKind.NEW,
+    "INSERT": OpKind.NEW,
+    "EDIT": OpKind.UPDATE,
+    "REPLACE": OpKind.UPDATE,
+    "REMOVE": OpKind.DELETE,
+    "NOOP": OpKind.NONE,
+    "SKIP": OpKind.NONE,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +122,13 @@ def build_messages(
         neighbours: (short ref, memory) pairs of existing memories the LLM may change.
         allowed_banks: banks this chat may write (DESIGN §3).
     """
-    existing = "\n".join(
-        f"[{ref}] ({m.bank.value}; {m.created_at:%Y-%m-%d}) {m.content}" for ref, m in neighbours
-    ) or "(none)"
+    existing = (
+        "\n".join(
+            f"[{ref}] ({m.bank.value}; {m.created_at:%Y-%m-%d}) {m.content}"
+            for ref, m in neighbours
+        )
+        or "(none)"
+    )
     history = "\n".join(f"{role}: {text}" for role, text in turns[0].history) or "(none)"
     banks = ", ".join(b.value for b in allowed_banks)
     new_messages = "\n\n".join(
@@ -145,7 +156,10 @@ REPAIR_PROMPT = (
 
 
 def parse_operations(
-    data: Any, *, refs: Mapping[str, Memory], allowed_banks: Sequence[Bank],
+    data: Any,
+    *,
+    refs: Mapping[str, Memory],
+    allowed_banks: Sequence[Bank],
     message_refs: Collection[str] = (),
 ) -> list[Operation]:
     """Validate the LLM's decoded answer into operations.
@@ -173,15 +187,17 @@ def parse_operations(
         raise ExtractionOutputInvalid("the answer has no 'operations' list")
     operations: list[Operation] = []
     for item in items:
-        op = _parse_one(item, refs=refs, allowed_banks=allowed_banks,
-                        message_refs=message_refs)
+        op = _parse_one(item, refs=refs, allowed_banks=allowed_banks, message_refs=message_refs)
         if op is not None:
             operations.append(op)
     return operations
 
 
 def _parse_one(
-    item: Any, *, refs: Mapping[str, Memory], allowed_banks: Sequence[Bank],
+    item: Any,
+    *,
+    refs: Mapping[str, Memory],
+    allowed_banks: Sequence[Bank],
     message_refs: Collection[str],
 ) -> Operation | None:
     if not isinstance(item, dict) or not allowed_banks:
@@ -222,8 +238,16 @@ def _parse_one(
     confidence = min(max(confidence, 0.0), 1.0)
     message = str(item.get("message") or "").strip().strip("[]").lower() or None
     inferred = str(item.get("source") or "").strip().lower() in _INFERRED
-    return Operation(op=op, ref=ref, content=content, tags=tags, bank=bank, confidence=confidence,
-                     message=message if message in message_refs else None, inferred=inferred)
+    return Operation(
+        op=op,
+        ref=ref,
+        content=content,
+        tags=tags,
+        bank=bank,
+        confidence=confidence,
+        message=message if message in message_refs else None,
+        inferred=inferred,
+    )
 
 
 _INFERRED = frozenset({"inferred", "inference", "implied", "assistant"})

@@ -55,8 +55,10 @@ def build_messages(*, user_name: str | None, memories: Sequence[Memory]) -> list
     """Chat messages asking the LLM for the profile."""
     notes = "\n".join(f"- ({m.created_at:%Y-%m-%d}) {m.content}" for m in memories)
     who = f"The person is called {user_name}.\n" if user_name else ""
-    return [{"role": "system", "content": PROMPT},
-            {"role": "user", "content": f"{who}Notes:\n{notes}"}]
+    return [
+        {"role": "system", "content": PROMPT},
+        {"role": "user", "content": f"{who}Notes:\n{notes}"},
+    ]
 
 
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)

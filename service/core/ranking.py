@@ -102,16 +102,20 @@ def fuse(
     scores: dict[int, float] = {}
     found: dict[int, Candidate] = {}
     by_keyword: set[int] = set()
-    for weight, ranking, is_kw in ((params.semantic_weight, semantic, False),
-                                   (params.keyword_weight, keyword, True)):
+    for weight, ranking, is_kw in (
+        (params.semantic_weight, semantic, False),
+        (params.keyword_weight, keyword, True),
+    ):
         for position, cand in enumerate(ranking):
             seq = cand.memory.seq
             scores[seq] = scores.get(seq, 0.0) + weight / (params.rrf_k + position + 1)
             found.setdefault(seq, cand)
             if is_kw:
                 by_keyword.add(seq)
-    fused = [Fused(found[seq], min(score / best, 1.0) if best else 0.0, seq in by_keyword)
-             for seq, score in scores.items()]
+    fused = [
+        Fused(found[seq], min(score / best, 1.0) if best else 0.0, seq in by_keyword)
+        for seq, score in scores.items()
+    ]
     fused.sort(key=lambda f: (-f.relevance, f.candidate.memory.seq))
     return fused
 
@@ -120,7 +124,8 @@ def passes_gate(item: Fused, *, params: RankingParams) -> bool:
     """The relevance bands: keep ≥ threshold, or a full-text match ≥ the keyword floor."""
     similarity = item.candidate.similarity
     return similarity >= params.relevance_threshold or (
-        item.keyword and similarity >= params.keyword_floor)
+        item.keyword and similarity >= params.keyword_floor
+    )
 
 
 def needs_llm_score(item: Fused, *, params: RankingParams) -> bool:
@@ -137,20 +142,30 @@ def score_fused(
     for f in items:
         memory = f.candidate.memory
         since = fresh_since(memory, refresh_on_use=params.refresh_on_use)
-        score = blend(similarity=f.relevance,
-                      recency=recency_weight(created_at=since, now=now,
-                                             half_life_days=params.half_life_days),
-                      relevance_weight=params.relevance_weight)
-        ranked.append(RankedMemory(
-            memory=memory, similarity=f.candidate.similarity,
-            score=score * strength(confidence=memory.confidence,
-                                   confidence_weight=params.confidence_weight)))
+        score = blend(
+            similarity=f.relevance,
+            recency=recency_weight(created_at=since, now=now, half_life_days=params.half_life_days),
+            relevance_weight=params.relevance_weight,
+        )
+        ranked.append(
+            RankedMemory(
+                memory=memory,
+                similarity=f.candidate.similarity,
+                score=score
+                * strength(
+                    confidence=memory.confidence, confidence_weight=params.confidence_weight
+                ),
+            )
+        )
     ranked.sort(key=lambda r: (-r.score, r.memory.seq))
     return ranked
 
 
 def diversify(
-    ranked: Sequence[RankedMemory], similarity: np.ndarray | None, *, lambda_: float,
+    ranked: Sequence[RankedMemory],
+    similarity: np.ndarray | None,
+    *,
+    lambda_: float,
     limit: int,
 ) -> list[RankedMemory]:
     """Maximal marginal relevance: pick `limit` items trading score against redundancy.
@@ -255,7 +270,9 @@ def split_core(
     by_id = {r.memory.id: r for r in ranked}
     chosen = fit_budget(
         [by_id.get(m.id) or RankedMemory(memory=m, similarity=0.0, score=0.0) for m in core],
-        budget_tokens=budget_tokens // 3, max_items=len(core))
+        budget_tokens=budget_tokens // 3,
+        max_items=len(core),
+    )
     taken = {c.memory.id for c in chosen}
     return chosen, [r for r in ranked if r.memory.id not in taken]
 

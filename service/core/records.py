@@ -25,8 +25,7 @@ class Bank(StrEnum):
     @property
     def owner_kind(self) -> OwnerKind:
         """Who owns memories of this bank: a user, a folder or a chat."""
-        return {Bank.PROJECT: OwnerKind.FOLDER, Bank.CHAT: OwnerKind.CHAT}.get(
-            self, OwnerKind.USER)
+        return {Bank.PROJECT: OwnerKind.FOLDER, Bank.CHAT: OwnerKind.CHAT}.get(self, OwnerKind.USER)
 
     @classmethod
     def parse(cls, text: str) -> Bank:
@@ -39,12 +38,19 @@ class Bank(StrEnum):
         for bank in cls:
             if key in (bank.value.replace("_", " "), bank.title.lower()):
                 return bank
-        alias = {"interaction": cls.INTERACTION, "patterns": cls.INTERACTION,
-                 "project memory": cls.PROJECT, "projects": cls.PROJECT,
-                 "chat memory": cls.CHAT, "discussion": cls.CHAT, "this chat": cls.CHAT}.get(key)
+        alias = {
+            "interaction": cls.INTERACTION,
+            "patterns": cls.INTERACTION,
+            "project memory": cls.PROJECT,
+            "projects": cls.PROJECT,
+            "chat memory": cls.CHAT,
+            "discussion": cls.CHAT,
+            "this chat": cls.CHAT,
+        }.get(key)
         if alias is None:
-            raise ValueError(f"unknown bank {text!r}; use personal, interaction_patterns, "
-                             "project or chat")
+            raise ValueError(
+                f"unknown bank {text!r}; use personal, interaction_patterns, project or chat"
+            )
         return alias
 
 

@@ -43,27 +43,33 @@ _SENTENCE_END = re.compile(r"[!?\n]|\.(?=\s|$)")
 # of" or "it would remind me too much" are not.
 _REQUEST_LEAD = re.compile(
     r"(?:^|,|\b(?:can|could|will|would)\s+you(?:\s+please)?|\bplease|\bpls|\bjust)\W*$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # "remind me what her name was", "remind me of…", "remind me again", "remind me about X"
 # (with no time or topic): questions, not requests
 _NOT_A_REQUEST = re.compile(
-    r"^(?:what|who|whom|whose|how|where|why|which|whether|of|again|that|about)\b",
-    re.IGNORECASE)
+    r"^(?:what|who|whom|whose|how|where|why|which|whether|of|again|that|about)\b", re.IGNORECASE
+)
 _RECURRING = re.compile(
     r"\b(?:every(?:\s+other)?\s+(?:day|morning|evening|night|week|weekday|month|year|hour"
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d+)|daily|weekly|monthly"
     r"|each\s+(?:day|morning|evening|week|month))\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _POLITE_END = re.compile(r"[\s,]*\b(?:please|pls|thanks|thank you)\W*$", re.IGNORECASE)
 _CONNECTOR = re.compile(r"^(?:,\s*)?(?:to|about|that|of)\s+", re.IGNORECASE)
 
 _CUE_LEAD = r"(?:when(?:ever)?|(?:the\s+)?next\s+time|if|once|as\s+soon\s+as)"
-_SPEAKING = (r"(?:we|i|you)\s+(?:next\s+)?(?:talk|speak|chat|are\s+talking|discuss|mention"
-             r"|bring\s+up|get\s+to)(?:\s+(?:about|of|on))?")
+_SPEAKING = (
+    r"(?:we|i|you)\s+(?:next\s+)?(?:talk|speak|chat|are\s+talking|discuss|mention"
+    r"|bring\s+up|get\s+to)(?:\s+(?:about|of|on))?"
+)
 _CUE_SPOKEN = re.compile(rf"\b{_CUE_LEAD}\s+{_SPEAKING}\s+(?P<cue>.+)$", re.IGNORECASE)
 _CUE_COMES_UP = re.compile(
     rf"\b{_CUE_LEAD}\s+(?P<cue>.+?)\s+(?:comes?\s+up|(?:is|are|gets?)\s+(?:mentioned|brought\s+up"
-    rf"|discussed))\b(?P<tail>.*)$", re.IGNORECASE)
+    rf"|discussed))\b(?P<tail>.*)$",
+    re.IGNORECASE,
+)
 _CUE_SPLIT = re.compile(r",\s*|\s+(?:to|about|that)\s+", re.IGNORECASE)
 
 # Words a time expression may start with; a run starting elsewhere ("the vet on Friday") is
@@ -73,7 +79,8 @@ _TIME_START = re.compile(
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
     r"|january|february|march|april|may|june|july|august|september|october|november|december"
     r"|mon|tue|tues|thu|thur|thurs|fri|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _LEAD_ONLY_START = re.compile(r"^for\b", re.IGNORECASE)
 # dateparser skips words it does not know ("next week about the" reads as next week), so a
 # run holding or ending in these is never a time expression.
@@ -86,14 +93,17 @@ _DOTTED_MERIDIEM = re.compile(r"\b([ap])\.m\.", re.IGNORECASE)
 _CLOCK = re.compile(
     r"\d\s*[:.h]\s*\d{2}|\d\s*(?:am|pm)\b|\b(?:noon|midnight|morning|afternoon|evening|tonight"
     r"|night|hours?|hrs?|minutes?|mins?|seconds?|secs?)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 class Problem:
     """Why a request cannot be set, as a sentence for the user (also shown to the model)."""
 
-    NO_TRIGGER = ("I could not tell when to remind you: give a time (“on Friday at 9”, "
-                  "“in 2 hours”) or a topic (“when we talk about the garden”)")
+    NO_TRIGGER = (
+        "I could not tell when to remind you: give a time (“on Friday at 9”, "
+        "“in 2 hours”) or a topic (“when we talk about the garden”)"
+    )
     NO_CONTENT = "I could not tell what to remind you of"
     PAST = "that time has already passed"
     RECURRING = "repeating reminders are not supported yet; ask for one time"
@@ -138,16 +148,22 @@ def find_request(message: str, *, now: datetime, zone_name: str | None) -> Remin
         question, not a request); else the request, with `problem` set when it cannot be
         set as asked (no time or topic, a past time, a repeating time, no text).
     """
-    start = next((m for m in itertools.islice(_START.finditer(message), 10)
-                  if _is_request_lead(message, m.start())), None)
+    start = next(
+        (
+            m
+            for m in itertools.islice(_START.finditer(message), 10)
+            if _is_request_lead(message, m.start())
+        ),
+        None,
+    )
     if start is None:
         return None
-    tail = message[start.end():]
+    tail = message[start.end() :]
     tail = _DOTTED_MERIDIEM.sub(r"\1m", tail)
     end = _SENTENCE_END.search(tail)
     rest = " ".join(tail[: end.start() if end else len(tail)].split()[:MAX_REQUEST_WORDS])
     rest = _POLITE_END.sub("", rest).strip(" ,:;-")
-    typed = " ".join((message[start.start():start.end()] + " " + rest).split())
+    typed = " ".join((message[start.start() : start.end()] + " " + rest).split())
     if not rest:
         return None
     if _RECURRING.search(rest):
@@ -173,9 +189,9 @@ def find_request(message: str, *, now: datetime, zone_name: str | None) -> Remin
 
 def _is_request_lead(message: str, at: int) -> bool:
     """True when the words before `at` in its sentence leave "remind me" a request."""
-    before = message[max(0, at - LEAD_WINDOW_CHARS):at]  # bounded: a message may be long
+    before = message[max(0, at - LEAD_WINDOW_CHARS) : at]  # bounded: a message may be long
     sentence = max(before.rfind(c) for c in ".!?\n")
-    return _REQUEST_LEAD.search(before[sentence + 1:].strip()) is not None
+    return _REQUEST_LEAD.search(before[sentence + 1 :].strip()) is not None
 
 
 def _content(text: str) -> str:
@@ -202,14 +218,14 @@ def _context_trigger(rest: str) -> tuple[Trigger, str] | None:
 
 
 def _split_cue(text: str) -> tuple[str, str]:
-    """"the garden to buy seeds" → ("the garden", "buy seeds"); a comma wins over "to"."""
+    """ "the garden to buy seeds" → ("the garden", "buy seeds"); a comma wins over "to"."""
     comma = text.find(",")
     if comma >= 0:
-        return text[:comma], text[comma + 1:]
+        return text[:comma], text[comma + 1 :]
     split = _CUE_SPLIT.search(text)
     if split is None:
         return text, ""
-    return text[: split.start()], text[split.end():]
+    return text[: split.start()], text[split.end() :]
 
 
 def _time_trigger(
@@ -220,15 +236,15 @@ def _time_trigger(
     lead = _leading(words, base=base, zone_name=zone_name)
     trail = _trailing(words[lead:], base=base, zone_name=zone_name)
     if lead and trail:  # "tomorrow to call mum at 9:00": one time in two parts
-        time_words = words[:lead] + words[len(words) - trail:]
+        time_words = words[:lead] + words[len(words) - trail :]
         if _parse(_time_words(time_words), base=base, zone_name=zone_name) is None:
             trail = 0
     elif not lead and not trail:
         return None
-    time_words = words[:lead] + words[len(words) - trail:]
+    time_words = words[:lead] + words[len(words) - trail :]
     when = _parse(_time_words(time_words), base=base, zone_name=zone_name)
     assert when is not None
-    content = _content(" ".join(words[lead:len(words) - trail]))
+    content = _content(" ".join(words[lead : len(words) - trail]))
     return _trigger(when, " ".join(time_words), zone=zone), content
 
 
@@ -247,7 +263,7 @@ def _trailing(words: list[str], *, base: datetime, zone_name: str) -> int:
     for size in range(min(MAX_TIME_WORDS, len(words)), 0, -1):
         if not _TIME_START.match(words[len(words) - size]):
             continue
-        if _parse(_time_words(words[len(words) - size:]), base=base, zone_name=zone_name):
+        if _parse(_time_words(words[len(words) - size :]), base=base, zone_name=zone_name):
             return size
     return 0
 
@@ -268,9 +284,17 @@ def _parse(text: str, *, base: datetime, zone_name: str) -> datetime | None:
     if not text or _NOT_IN_TIME.search(text) or _NOT_LAST_IN_TIME.match(text.split()[-1]):
         return None
     try:
-        return dateparser.parse(text, languages=["en"], settings={
-            "RELATIVE_BASE": base, "PREFER_DATES_FROM": "future", "TIMEZONE": zone_name,
-            "RETURN_AS_TIMEZONE_AWARE": False, "STRICT_PARSING": False})
+        return dateparser.parse(
+            text,
+            languages=["en"],
+            settings={
+                "RELATIVE_BASE": base,
+                "PREFER_DATES_FROM": "future",
+                "TIMEZONE": zone_name,
+                "RETURN_AS_TIMEZONE_AWARE": False,
+                "STRICT_PARSING": False,
+            },
+        )
     except Exception:  # dateparser raises assorted errors on odd input; odd input is no date
         return None
 

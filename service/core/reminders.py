@@ -157,15 +157,14 @@ class RequestOutcome:
     problem: str | None  #: why nothing was set, as a sentence; None when set
 
 
-SECTION_HEADER = ("Reminders (the user asked to be reminded of these now; remind them briefly "
-                  "before answering):")
+SECTION_HEADER = (
+    "Reminders (the user asked to be reminded of these now; remind them briefly before answering):"
+)
 NOT_IN_SHARED_CHAT = "reminders are personal, so they are only set in your own private chats"
 NOT_IN_TEMPORARY_CHAT = "a temporary chat saves nothing; ask again in a normal chat"
 
 
-def render_section(
-    due: Sequence[Reminder], outcome: RequestOutcome | None, *, zone: tzinfo
-) -> str:
+def render_section(due: Sequence[Reminder], outcome: RequestOutcome | None, *, zone: tzinfo) -> str:
     """The "Reminders" section of the inlet's block; "" when there is nothing to say.
 
     Due reminders are listed for the model to pass on; a request in this message is either
@@ -175,7 +174,9 @@ def render_section(
     if due:
         lines = "\n".join(
             f"- {r.content} (asked {describe_time(r.created_at, all_day=True, zone=zone)}; "
-            f"due {describe_trigger(r, zone)})" for r in due)
+            f"due {describe_trigger(r, zone)})"
+            for r in due
+        )
         parts.append(f"{SECTION_HEADER}\n{lines}")
     if outcome is not None and outcome.reminder is not None:
         r = outcome.reminder
@@ -184,10 +185,13 @@ def render_section(
             f"Reminder set by this message (confirm it in one short sentence): "
             f"“{r.content}”, due {describe_trigger(r, zone)}{where}, id {r.code}. "
             f"The user can see and cancel reminders with /memory reminders and "
-            f"/memory forget {r.code}.")
+            f"/memory forget {r.code}."
+        )
     elif outcome is not None:
-        parts.append(f"Reminder NOT set: {outcome.problem}. Tell the user so in one short "
-                     "sentence and ask for what is missing; do not claim it was set.")
+        parts.append(
+            f"Reminder NOT set: {outcome.problem}. Tell the user so in one short "
+            "sentence and ask for what is missing; do not claim it was set."
+        )
     return "\n\n".join(parts)
 
 
@@ -195,8 +199,10 @@ def notice(due: Sequence[Reminder], outcome: RequestOutcome | None, *, zone: tzi
     """One status line for the user about this turn's reminders, or None."""
     lines = []
     if due:
-        lines.append(("Reminder: " if len(due) == 1 else f"{len(due)} reminders: ")
-                     + "; ".join(r.content for r in due))
+        lines.append(
+            ("Reminder: " if len(due) == 1 else f"{len(due)} reminders: ")
+            + "; ".join(r.content for r in due)
+        )
     if outcome is not None and outcome.reminder is not None:
         r = outcome.reminder
         lines.append(f"Reminder set: {r.content} — {describe_trigger(r, zone)} ({r.code})")
@@ -209,11 +215,13 @@ def listed(reminders: Sequence[Reminder], *, now: datetime) -> list[Reminder]:
     """What `/memory reminders` shows: pending ones by due time (context ones last), then
     those fired in the last `DONE_LISTED_DAYS` days, newest first."""
     pending = [r for r in reminders if r.state is ReminderState.PENDING]
-    pending.sort(key=lambda r: (r.trigger is TriggerKind.CONTEXT,
-                                r.due_at or r.created_at, r.seq))
+    pending.sort(key=lambda r: (r.trigger is TriggerKind.CONTEXT, r.due_at or r.created_at, r.seq))
     since = now - timedelta(days=DONE_LISTED_DAYS)
-    done = [r for r in reminders if r.state is ReminderState.FIRED
-            and r.fired_at is not None and r.fired_at >= since]
+    done = [
+        r
+        for r in reminders
+        if r.state is ReminderState.FIRED and r.fired_at is not None and r.fired_at >= since
+    ]
     done.sort(key=lambda r: (r.fired_at, r.seq), reverse=True)
     return [*pending, *done]
 
@@ -222,8 +230,10 @@ def list_text(reminders: Sequence[Reminder], *, now: datetime, zone: tzinfo) -> 
     """The exact answer of `/memory reminders` (Markdown; contents escaped)."""
     shown = listed(reminders, now=now)
     if not shown:
-        return ("You have no reminders. Ask for one in a chat, e.g. “remind me on Friday to "
-                "call the vet” or “remind me when we talk about the garden to buy seeds”.")
+        return (
+            "You have no reminders. Ask for one in a chat, e.g. “remind me on Friday to "
+            "call the vet” or “remind me when we talk about the garden to buy seeds”."
+        )
     pending = sum(r.state is ReminderState.PENDING for r in shown)
     lines = []
     for r in shown:
@@ -231,21 +241,35 @@ def list_text(reminders: Sequence[Reminder], *, now: datetime, zone: tzinfo) -> 
         if r.state is ReminderState.FIRED:
             assert r.fired_at is not None
             when = f"done, shown {describe_time(r.fired_at, all_day=False, zone=zone)}"
-        lines.append(f"- `{r.code}` {commands.escape_markdown(when)} · "
-                     f"{commands.escape_markdown(r.content)}")
+        lines.append(
+            f"- `{r.code}` {commands.escape_markdown(when)} · {commands.escape_markdown(r.content)}"
+        )
     counts = f"{pending} pending, {len(shown) - pending} done"
-    return (f"**Reminders** ({counts}; times in {_zone_name(zone)}):\n\n" + "\n".join(lines)
-            + "\n\nCancel one with `/memory forget <id>`.")
+    return (
+        f"**Reminders** ({counts}; times in {_zone_name(zone)}):\n\n"
+        + "\n".join(lines)
+        + "\n\nCancel one with `/memory forget <id>`."
+    )
 
 
 def export_json(reminders: Sequence[Reminder]) -> list[dict[str, object]]:
     """Reminders as plain JSON objects (`/memory export`, the reminders API)."""
-    return [{"id": r.code, "content": r.content, "trigger": r.trigger.value,
-             "due_at": r.due_at.isoformat() if r.due_at else None, "all_day": r.all_day,
-             "timezone": r.timezone, "cue": r.cue, "state": r.state.value,
-             "created_at": r.created_at.isoformat(),
-             "fired_at": r.fired_at.isoformat() if r.fired_at else None,
-             "source_chat_id": r.source_chat_id} for r in reminders]
+    return [
+        {
+            "id": r.code,
+            "content": r.content,
+            "trigger": r.trigger.value,
+            "due_at": r.due_at.isoformat() if r.due_at else None,
+            "all_day": r.all_day,
+            "timezone": r.timezone,
+            "cue": r.cue,
+            "state": r.state.value,
+            "created_at": r.created_at.isoformat(),
+            "fired_at": r.fired_at.isoformat() if r.fired_at else None,
+            "source_chat_id": r.source_chat_id,
+        }
+        for r in reminders
+    ]
 
 
 def _zone_name(zone: tzinfo) -> str:

@@ -46,7 +46,7 @@ def _folder_key(path: Path) -> str:
     """A short key of a model folder's identity (its path and its weights' size and date)."""
     import hashlib
 
-    weights = [p for p in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))]
+    weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
     stamp = ";".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in weights)
     return hashlib.sha256(f"{path.resolve()}|{stamp}".encode()).hexdigest()[:12]
 
@@ -67,9 +67,15 @@ class Encoder:
         ConfigurationError: a missing model folder or an unknown backend.
     """
 
-    def __init__(self, model_path: Path | None = None, *, threads: int = 1,
-                 backend: str = "onnx", onnx_dir: Path | None = None,
-                 cache_size: int = 5_000) -> None:
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        threads: int = 1,
+        backend: str = "onnx",
+        onnx_dir: Path | None = None,
+        cache_size: int = 5_000,
+    ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         path = model_path or bundled_model_path()
@@ -82,9 +88,11 @@ class Encoder:
 
             # one export per model: a changed EMBEDDING_MODEL_PATH must never reuse another's
             onnx_path = onnx_backend.ensure_onnx(
-                path, (onnx_dir or path) / f"{self.model_name}-{_folder_key(path)}.onnx")
-            self._model: Any = onnx_backend.OnnxModel(onnx_path, path / "tokenizer.json",
-                                                      threads=threads)
+                path, (onnx_dir or path) / f"{self.model_name}-{_folder_key(path)}.onnx"
+            )
+            self._model: Any = onnx_backend.OnnxModel(
+                onnx_path, path / "tokenizer.json", threads=threads
+            )
         elif backend == "torch":
             from service.embeddings import torch_backend
 

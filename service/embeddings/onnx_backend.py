@@ -40,8 +40,9 @@ def ensure_onnx(model_dir: Path, target: Path) -> Path:
             self.inner = model
 
         def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     ids = torch.ones((1, 8), dtype=torch.long)
     axes = {0: "batch", 1: "tokens"}
@@ -50,12 +51,21 @@ def ensure_onnx(model_dir: Path, target: Path) -> Path:
     os.close(handle)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer notes about shapes fixed at export time
-        torch.onnx.export(_Wrapper(), (ids, ids, torch.zeros_like(ids)), tmp,
-                          input_names=["input_ids", "attention_mask", "token_type_ids"],
-                          output_names=["last_hidden_state"],
-                          dynamic_axes={"input_ids": axes, "attention_mask": axes,
-                                        "token_type_ids": axes, "last_hidden_state": axes},
-                          opset_version=17, dynamo=False)
+        torch.onnx.export(
+            _Wrapper(),
+            (ids, ids, torch.zeros_like(ids)),
+            tmp,
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["last_hidden_state"],
+            dynamic_axes={
+                "input_ids": axes,
+                "attention_mask": axes,
+                "token_type_ids": axes,
+                "last_hidden_state": axes,
+            },
+            opset_version=17,
+            dynamo=False,
+        )
     os.replace(tmp, target)
     return target
 
@@ -70,8 +80,9 @@ class OnnxModel:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(str(onnx_path), sess_options=options,
-                                                    providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(
+            str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(MAX_SEQ_TOKENS)
         self.tokenizer.enable_padding()
@@ -83,8 +94,9 @@ class OnnxModel:
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         types = np.array([e.type_ids for e in encodings], dtype=np.int64)
-        hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                         "token_type_ids": types})[0]
+        hidden = self.session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        )[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

@@ -41,6 +41,12 @@ async def embedding_state(rt: Runtime) -> dict[str, Any]:
     async with rt.db.unit_of_work() as session:
         waiting = await vectors.count_pending(session, model=model)
         in_use = await vectors.models_in_use(session)
-    return {"model": model, "dimension": rt.encoder.dimension, "memories_waiting": waiting,
-            "memories_by_model": {name or "(none)": n for name, n in sorted(
-                in_use.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))}}
+    return {
+        "model": model,
+        "dimension": rt.encoder.dimension,
+        "memories_waiting": waiting,
+        "memories_by_model": {
+            name or "(none)": n
+            for name, n in sorted(in_use.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+        },
+    }

@@ -11,7 +11,12 @@ from service.storage import memories
 
 
 async def gather(
-    rt: Runtime, *, scope: ReadScope, query: str, query_vector: np.ndarray, limit: int,
+    rt: Runtime,
+    *,
+    scope: ReadScope,
+    query: str,
+    query_vector: np.ndarray,
+    limit: int,
 ) -> memories.CandidateSets:
     """Vector and full-text candidates of one query within `scope`, in one transaction.
 
@@ -26,9 +31,19 @@ async def gather(
     """
     async with rt.db.unit_of_work() as session:
         indexed = await rt.owner_indexes.cells(
-            session, scope, model=rt.encoder.model_name, dimension=rt.encoder.dimension,
-            ef_search=rt.settings.ann_ef_search)
-        found = await memories.candidates(session, scope=scope, query_vector=query_vector,
-                                          text=query, limit=limit, indexed=indexed)
+            session,
+            scope,
+            model=rt.encoder.model_name,
+            dimension=rt.encoder.dimension,
+            ef_search=rt.settings.ann_ef_search,
+        )
+        found = await memories.candidates(
+            session,
+            scope=scope,
+            query_vector=query_vector,
+            text=query,
+            limit=limit,
+            indexed=indexed,
+        )
     observability.record_ann_fallbacks(found.exact_fallbacks)
     return found

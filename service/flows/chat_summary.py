@@ -26,8 +26,7 @@ from service.llm.client import decode_json_answer
 from service.storage import audit, chat_summaries, memories, turns
 from service.storage.turns import Turn
 
-__all__ = ["drop_uncovered", "erase_uncovered", "keeps_texts", "update",
-           "withdraw_for_forgotten"]
+__all__ = ["drop_uncovered", "erase_uncovered", "keeps_texts", "update", "withdraw_for_forgotten"]
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +66,10 @@ async def update(rt: Runtime, *, chat_id: str, chat_quiet: bool) -> str:
         state = await chat_summaries.get(session, chat_id=chat_id)
         decision = policy.decide_fold(
             uncovered_tokens=sum(t.estimated_tokens for t in uncovered),
-            threshold_tokens=rt.settings.chat_summary_tokens, has_summary=state is not None,
-            chat_quiet=chat_quiet)
+            threshold_tokens=rt.settings.chat_summary_tokens,
+            has_summary=state is not None,
+            chat_quiet=chat_quiet,
+        )
         if decision is policy.FoldDecision.WAIT:
             return "waiting"
         if decision is policy.FoldDecision.DROP:
@@ -77,16 +78,18 @@ async def update(rt: Runtime, *, chat_id: str, chat_quiet: bool) -> str:
         previous = None
         if state is not None:
             # forgotten, archived or moved to another bank: start again from what is left
-            previous = await memories.get(session, scope=_chat_scope(chat_id),
-                                          memory_id=state.memory_id)
+            previous = await memories.get(
+                session, scope=_chat_scope(chat_id), memory_id=state.memory_id
+            )
         try:
             text = await _ask_for_summary(rt, previous=previous, uncovered=uncovered)
         except ChatSummaryInvalid as exc:
             log.warning("rolling summary of chat %s not updated: %s", chat_id, exc)
             await turns.erase_texts(session, turn_ids=[t.id for t in uncovered])
             return "invalid"
-        await _write_version(rt, session, chat_id=chat_id, text=text, previous=previous,
-                             uncovered=uncovered)
+        await _write_version(
+            rt, session, chat_id=chat_id, text=text, previous=previous, uncovered=uncovered
+        )
         await turns.erase_texts(session, turn_ids=[t.id for t in uncovered])
     return "folded"
 
@@ -120,13 +123,15 @@ async def withdraw_for_forgotten(
         if not learned or not chat_id:
             continue
         await chat_summaries.lock_chat(session, chat_id=chat_id)
-        await turns.erase_texts(session, turn_ids=[
-            t.id for t in await turns.uncovered(session, chat_id=chat_id)])
+        await turns.erase_texts(
+            session, turn_ids=[t.id for t in await turns.uncovered(session, chat_id=chat_id)]
+        )
         state = await chat_summaries.get(session, chat_id=chat_id)
         if state is None:
             continue
-        source = await turns.id_of(session, chat_id=chat_id,
-                                   user_message_id=memory.source_message_id or "")
+        source = await turns.id_of(
+            session, chat_id=chat_id, user_message_id=memory.source_message_id or ""
+        )
         if source is None or source <= state.last_turn_id:
             withdrawn += await memories.history_chain(session, memory_id=state.memory_id)
     return list(dict.fromkeys(withdrawn))
@@ -136,8 +141,9 @@ async def erase_uncovered(session: AsyncSession, *, chat_ids: Sequence[str]) -> 
     """Erase the texts the summaries of these chats had yet to take in (the chats are gone)."""
     for chat_id in chat_ids:
         await chat_summaries.lock_chat(session, chat_id=chat_id)
-        await turns.erase_texts(session, turn_ids=[
-            t.id for t in await turns.uncovered(session, chat_id=chat_id)])
+        await turns.erase_texts(
+            session, turn_ids=[t.id for t in await turns.uncovered(session, chat_id=chat_id)]
+        )
 
 
 def _time_of(turn: Turn) -> datetime:
@@ -152,11 +158,13 @@ def _messages(uncovered: Sequence[Turn]) -> list[policy.SummaryMessage]:
         texts = turn.payload.get("texts") or {}
         speaker = (turn.payload.get("chat") or {}).get("user_name") or "the user"
         at = _time_of(turn)
-        lines.append(policy.SummaryMessage(speaker, safety.redact_secrets(texts.get("user") or ""),
-                                           at))
+        lines.append(
+            policy.SummaryMessage(speaker, safety.redact_secrets(texts.get("user") or ""), at)
+        )
         if texts.get("assistant"):
-            lines.append(policy.SummaryMessage(
-                "assistant", safety.redact_secrets(texts["assistant"]), at))
+            lines.append(
+                policy.SummaryMessage("assistant", safety.redact_secrets(texts["assistant"]), at)
+            )
     return lines
 
 
@@ -165,16 +173,22 @@ async def _ask_for_summary(
 ) -> str:
     """One LLM call, one repair retry; the text redacted and checked like any memory."""
     max_chars = rt.settings.chat_summary_max_chars
-    messages = policy.build_messages(previous=previous.content if previous else None,
-                                     messages=_messages(uncovered), now=_time_of(uncovered[-1]),
-                                     max_chars=max_chars)
+    messages = policy.build_messages(
+        previous=previous.content if previous else None,
+        messages=_messages(uncovered),
+        now=_time_of(uncovered[-1]),
+        max_chars=max_chars,
+    )
     answer = await rt.llm.complete(messages, json_answer=True)
     try:
         text = policy.parse_summary(decode_json_answer(answer), max_chars=max_chars)
     except ChatSummaryInvalid:
         log.info("summary answer invalid; retrying once with a repair prompt")
-        retry = [*messages, {"role": "assistant", "content": answer[:4000]},
-                 {"role": "user", "content": policy.REPAIR_PROMPT}]
+        retry = [
+            *messages,
+            {"role": "assistant", "content": answer[:4000]},
+            {"role": "user", "content": policy.REPAIR_PROMPT},
+        ]
         answer = await rt.llm.complete(retry, json_answer=True)
         text = policy.parse_summary(decode_json_answer(answer), max_chars=max_chars)
     text = safety.redact_secrets(text)
@@ -184,7 +198,12 @@ async def _ask_for_summary(
 
 
 async def _write_version(
-    rt: Runtime, session: AsyncSession, *, chat_id: str, text: str, previous: Memory | None,
+    rt: Runtime,
+    session: AsyncSession,
+    *,
+    chat_id: str,
+    text: str,
+    previous: Memory | None,
     uncovered: Sequence[Turn],
 ) -> None:
     """Store the new version, supersede the previous one and move the chat's link."""
@@ -192,20 +211,47 @@ async def _write_version(
     at = _time_of(last)
     vector = await rt.encoder.encode_one(text)
     new = await memories.insert(
-        session, owner_kind=OwnerKind.CHAT, owner_id=chat_id, bank=Bank.CHAT, content=text,
-        tags=(), confidence=CONFIDENCE, source_kind=SourceKind.CHAT_SUMMARY,
-        source_chat_id=chat_id, source_message_id=last.user_message_id, created_at=at,
-        embedding=vector, embedding_model=rt.encoder.model_name)
+        session,
+        owner_kind=OwnerKind.CHAT,
+        owner_id=chat_id,
+        bank=Bank.CHAT,
+        content=text,
+        tags=(),
+        confidence=CONFIDENCE,
+        source_kind=SourceKind.CHAT_SUMMARY,
+        source_chat_id=chat_id,
+        source_message_id=last.user_message_id,
+        created_at=at,
+        embedding=vector,
+        embedding_model=rt.encoder.model_name,
+    )
     digest = last.message_hash or ""
-    await audit.record(session, memory_id=new.id, owner_id=chat_id, actor=ACTOR,
-                       action="create",
-                       reason=f"rolling summary of chat {chat_id} up to message {digest[:12]}",
-                       after=audit.snapshot(new))
+    await audit.record(
+        session,
+        memory_id=new.id,
+        owner_id=chat_id,
+        actor=ACTOR,
+        action="create",
+        reason=f"rolling summary of chat {chat_id} up to message {digest[:12]}",
+        after=audit.snapshot(new),
+    )
     if previous is not None:
         await memories.supersede(session, memory_id=previous.id, successor_id=new.id, at=at)
-        await audit.record(session, memory_id=previous.id, owner_id=chat_id, actor=ACTOR,
-                           action="supersede", reason=f"updated by {new.id}",
-                           before=audit.snapshot(previous))
-    await chat_summaries.save(session, chat_id=chat_id, memory_id=new.id,
-                              last_message_hash=digest, last_turn_id=last.id,
-                              turns_added=len(uncovered), at=datetime.now(UTC))
+        await audit.record(
+            session,
+            memory_id=previous.id,
+            owner_id=chat_id,
+            actor=ACTOR,
+            action="supersede",
+            reason=f"updated by {new.id}",
+            before=audit.snapshot(previous),
+        )
+    await chat_summaries.save(
+        session,
+        chat_id=chat_id,
+        memory_id=new.id,
+        last_message_hash=digest,
+        last_turn_id=last.id,
+        turns_added=len(uncovered),
+        at=datetime.now(UTC),
+    )

@@ -38,8 +38,9 @@ SEARCH_LIMIT = 10
 _RRF_K = 60
 
 
-async def run_command(rt: Runtime, *, chat: ChatContext, command_text: str,
-                      now: datetime | None = None) -> tuple[str, str]:
+async def run_command(
+    rt: Runtime, *, chat: ChatContext, command_text: str, now: datetime | None = None
+) -> tuple[str, str]:
     """Execute a typed command.
 
     Args:
@@ -75,8 +76,9 @@ async def _list(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comma
             return f"{text.escape_markdown(str(exc))}."
         scope = ReadScope(tuple(s for s in scope.scopes if s.bank is bank))
     async with rt.db.unit_of_work() as session:
-        items, total = await memories.list_memories(session, scope=scope, limit=LIST_LIMIT,
-                                                    offset=0)
+        items, total = await memories.list_memories(
+            session, scope=scope, limit=LIST_LIMIT, offset=0
+        )
     where = f" in {bank.title}" if bank else ""
     if not items:
         return f"I don't remember anything{where} that this chat may see.{_hidden_note(chat)}"
@@ -94,17 +96,20 @@ def _hidden_note(chat: ChatContext) -> str:
 async def _search(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     query = command.args
     if not query:
-        return "What should I look for? Example: `/memory search bike` or `/memory search bike; Sam`"
+        return (
+            "What should I look for? Example: `/memory search bike` or `/memory search bike; Sam`"
+        )
     if ";" in query:
-        found = await memory_flow.keyword_search(rt, scope=scope, text=query,
-                                                 limit=SEARCH_LIMIT)
+        found = await memory_flow.keyword_search(rt, scope=scope, text=query, limit=SEARCH_LIMIT)
         return _search_answer(chat, query, found)
     vector = await rt.encoder.encode_one(query)
     async with rt.db.unit_of_work() as session:
-        semantic = await memories.search(session, scope=scope, query_vector=vector,
-                                         limit=SEARCH_LIMIT * 2)
-        keyword = await memories.keyword_search(session, scope=scope, text=query,
-                                                limit=SEARCH_LIMIT * 2)
+        semantic = await memories.search(
+            session, scope=scope, query_vector=vector, limit=SEARCH_LIMIT * 2
+        )
+        keyword = await memories.keyword_search(
+            session, scope=scope, text=query, limit=SEARCH_LIMIT * 2
+        )
     fused: dict[int, tuple[float, Memory]] = {}
     relevant = [c for c in semantic if c.similarity >= rt.settings.relevance_threshold]
     for rank, cand in enumerate(relevant):
@@ -142,21 +147,27 @@ async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
         return "What should I remember? Example: `/memory add I keep bees`"
     bank = bank or (Bank.INTERACTION if chat.collaborative else Bank.PERSONAL)
     cell = _writable_cell(chat, bank)
-    memory = await memory_flow.add(rt, cell=cell, content=content, tags=(),
-                                   actor=f"user:{chat.user_id}", source_chat_id=chat.chat_id)
+    memory = await memory_flow.add(
+        rt,
+        cell=cell,
+        content=content,
+        tags=(),
+        actor=f"user:{chat.user_id}",
+        source_chat_id=chat.chat_id,
+    )
     return f"Remembered in {bank.title}:\n\n{text.memory_line(memory)}"
 
 
-async def _find(rt: Runtime, scope: ReadScope, token: str,
-                statuses: tuple[Status, ...] = (Status.ACTIVE,)) -> Memory:
+async def _find(
+    rt: Runtime, scope: ReadScope, token: str, statuses: tuple[Status, ...] = (Status.ACTIVE,)
+) -> Memory:
     seq = text.parse_id(token)
     if seq is None:
         raise InvalidInput(f"“{token}” is not a memory id; ids are the codes shown by list")
     async with rt.db.unit_of_work() as session:
         found = await memories.get_by_seq(session, scope=scope, seq=seq, statuses=statuses)
     if found is None:
-        raise InvalidInput(f"there is no memory {token.strip().lstrip('#')} that this chat "
-                           "may see")
+        raise InvalidInput(f"there is no memory {token.strip().lstrip('#')} that this chat may see")
     return found
 
 
@@ -166,8 +177,15 @@ async def _edit(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comma
         return "Usage: `/memory edit <id> <new text>`"
     found = await _find(rt, scope, token)
     _writable_cell(chat, found.bank)
-    memory = await memory_flow.edit(rt, scope=scope, memory_id=found.id, content=content,
-                                    bank=None, tags=None, actor=f"user:{chat.user_id}")
+    memory = await memory_flow.edit(
+        rt,
+        scope=scope,
+        memory_id=found.id,
+        content=content,
+        bank=None,
+        tags=None,
+        actor=f"user:{chat.user_id}",
+    )
     return f"Changed:\n\n{text.memory_line(memory)}"
 
 
@@ -184,8 +202,15 @@ async def _assign_bank(rt: Runtime, chat: ChatContext, scope: ReadScope, command
     _writable_cell(chat, bank)
     if bank.owner_kind is not found.bank.owner_kind:
         raise InvalidInput("a memory can only move between your own two banks")
-    memory = await memory_flow.edit(rt, scope=scope, memory_id=found.id, content=None, bank=bank,
-                                    tags=None, actor=f"user:{chat.user_id}")
+    memory = await memory_flow.edit(
+        rt,
+        scope=scope,
+        memory_id=found.id,
+        content=None,
+        bank=bank,
+        tags=None,
+        actor=f"user:{chat.user_id}",
+    )
     return f"Moved to {bank.title}:\n\n{text.memory_line(memory)}"
 
 
@@ -204,14 +229,16 @@ async def _forget(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
         return await _forget_all(rt, chat, code=rest.strip())
     if reminder_policy.parse_reminder_code(token) is not None:
         return await reminder_flow.forget_command(rt, chat=chat, token=token)
-    found = await _find(rt, scope, token,
-                        statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED))
+    found = await _find(
+        rt, scope, token, statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED)
+    )
     try:
-        await memory_flow.forget(rt, scope=scope, memory_id=found.id,
-                                 actor=f"user:{chat.user_id}")
+        await memory_flow.forget(rt, scope=scope, memory_id=found.id, actor=f"user:{chat.user_id}")
     except MemoryNotFound as exc:  # forgotten meanwhile
         raise InvalidInput(str(exc)) from exc
-    return f"Forgotten `{text.short_id(found)}` everywhere. Only a note without its content is kept."
+    return (
+        f"Forgotten `{text.short_id(found)}` everywhere. Only a note without its content is kept."
+    )
 
 
 async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
@@ -223,13 +250,16 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     reminders = await reminder_flow.list_for_user(rt, user_id=chat.user_id)
     if not rows and not reminders:
         return "There is nothing to forget."
-    expected = _confirmation_code(rt, chat.user_id,
-                                  [m.seq for m in rows] + [-r.seq for r in reminders])
+    expected = _confirmation_code(
+        rt, chat.user_id, [m.seq for m in rows] + [-r.seq for r in reminders]
+    )
     also = f" and your {len(reminders)} reminders" if reminders else ""
     if code != expected:
-        return (f"This forgets all {len(rows)} of your Personal and Interaction Patterns "
-                f"memories{also}, for good. To confirm, type:\n\n"
-                f"`/memory forget all {expected}`")
+        return (
+            f"This forgets all {len(rows)} of your Personal and Interaction Patterns "
+            f"memories{also}, for good. To confirm, type:\n\n"
+            f"`/memory forget all {expected}`"
+        )
     async with rt.db.unit_of_work() as session:
         # what the user said but was not extracted yet is forgotten too; then the memories an
         # extraction finishing meanwhile wrote are read with the rest
@@ -239,8 +269,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")
     cancelled = await reminder_flow.cancel_all(rt, user_id=chat.user_id)
     also = f" and {cancelled} reminders" if cancelled else ""
-    return (f"Forgot all {len(rows)} memories{also}. Project memories of shared folders "
-            "were kept.")
+    return f"Forgot all {len(rows)} memories{also}. Project memories of shared folders were kept."
 
 
 async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -257,14 +286,16 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
 
 
 async def _profile(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
-    written = await profile_flow.profile_for(rt, user_id=chat.user_id,
-                                             collaborative=chat.collaborative)
+    written = await profile_flow.profile_for(
+        rt, user_id=chat.user_id, collaborative=chat.collaborative
+    )
     if written:
-        return f"**Your core profile** (sent with every message in this chat):\n\n" \
-               f"{text.escape_markdown(written)}"
+        return (
+            f"**Your core profile** (sent with every message in this chat):\n\n"
+            f"{text.escape_markdown(written)}"
+        )
     async with rt.db.unit_of_work() as session:
-        core = await memories.core_memories(session, scope=scope,
-                                            limit=rt.settings.core_max_items)
+        core = await memories.core_memories(session, scope=scope, limit=rt.settings.core_max_items)
     if not core:
         return "No core memories yet."
     lines = "\n".join(text.memory_line(m) for m in core)
@@ -273,51 +304,69 @@ async def _profile(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Co
 
 async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     async with rt.db.unit_of_work() as session:
-        last = await user_state.last_injection(session, user_id=chat.user_id,
-                                               chat_id=chat.chat_id)
+        last = await user_state.last_injection(session, user_id=chat.user_id, chat_id=chat.chat_id)
         if last is None or not last[1]:
             return "No memories went into the last reply."
         at, items = last
         lines = []
         for item in items:
             found = await memories.get_by_seq(
-                session, scope=scope, seq=int(item["seq"]),
-                statuses=(Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED))
+                session,
+                scope=scope,
+                seq=int(item["seq"]),
+                statuses=(Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED),
+            )
             numbers = f"similarity {item['similarity']:.2f}, score {item['score']:.2f}"
             if found is not None:
-                numbers += (f", confidence {found.confidence:.2f}, "
-                            f"{_PROVENANCE[found.source_kind]}")
+                numbers += f", confidence {found.confidence:.2f}, {_PROVENANCE[found.source_kind]}"
             if found is None:
-                lines.append(f"- `{text.encode_id(int(item['seq']))}` (forgotten or not "
-                             f"visible here) — {numbers}")
+                lines.append(
+                    f"- `{text.encode_id(int(item['seq']))}` (forgotten or not "
+                    f"visible here) — {numbers}"
+                )
             else:
                 lines.append(text.memory_line(found, extra=numbers))
-    return (f"**Memories used for the last reply** ({at:%Y-%m-%d %H:%M} UTC):\n\n"
-            + "\n".join(lines))
+    return f"**Memories used for the last reply** ({at:%Y-%m-%d %H:%M} UTC):\n\n" + "\n".join(lines)
 
 
 async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=scope)
     data = export_json(rows)
-    answer = (f"**Your memories** ({len(rows)}) as JSON:\n\n```json\n"
-              f"{json.dumps(data, ensure_ascii=False, indent=2)}\n```")
+    answer = (
+        f"**Your memories** ({len(rows)}) as JSON:\n\n```json\n"
+        f"{json.dumps(data, ensure_ascii=False, indent=2)}\n```"
+    )
     if not reminder_policy.may_list(chat):
         return answer
     reminders = reminder_policy.export_json(
-        await reminder_flow.list_for_user(rt, user_id=chat.user_id))
+        await reminder_flow.list_for_user(rt, user_id=chat.user_id)
+    )
     if reminders:
-        answer += (f"\n\n**Your reminders** ({len(reminders)}) as JSON:\n\n```json\n"
-                   f"{json.dumps(reminders, ensure_ascii=False, indent=2)}\n```")
+        answer += (
+            f"\n\n**Your reminders** ({len(reminders)}) as JSON:\n\n```json\n"
+            f"{json.dumps(reminders, ensure_ascii=False, indent=2)}\n```"
+        )
     return answer
 
 
 def export_json(rows: list[Memory]) -> list[dict[str, object]]:
     """Memories as plain JSON objects (the export format of the API and `/memory export`)."""
-    return [{"id": text.encode_id(m.seq), "uuid": str(m.id), "bank": m.bank.value, "content": m.content,
-             "tags": list(m.tags), "confidence": m.confidence, "status": m.status.value,
-             "source": m.source_kind.value, "created_at": m.created_at.isoformat(),
-             "updated_at": m.updated_at.isoformat()} for m in rows]
+    return [
+        {
+            "id": text.encode_id(m.seq),
+            "uuid": str(m.id),
+            "bank": m.bank.value,
+            "content": m.content,
+            "tags": list(m.tags),
+            "confidence": m.confidence,
+            "status": m.status.value,
+            "source": m.source_kind.value,
+            "created_at": m.created_at.isoformat(),
+            "updated_at": m.updated_at.isoformat(),
+        }
+        for m in rows
+    ]
 
 
 async def _reminders(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -326,16 +375,20 @@ async def _reminders(rt: Runtime, chat: ChatContext, scope: ReadScope, command: 
 
 async def _pause(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     async with rt.db.unit_of_work() as session:
-        await user_state.set_paused(session, user_id=chat.user_id, paused=True,
-                                    at=datetime.now(UTC))
-    return ("Paused: I won't learn anything new from your chats until you type "
-            "`/memory resume`. What I already remember is still used.")
+        await user_state.set_paused(
+            session, user_id=chat.user_id, paused=True, at=datetime.now(UTC)
+        )
+    return (
+        "Paused: I won't learn anything new from your chats until you type "
+        "`/memory resume`. What I already remember is still used."
+    )
 
 
 async def _resume(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     async with rt.db.unit_of_work() as session:
-        await user_state.set_paused(session, user_id=chat.user_id, paused=False,
-                                    at=datetime.now(UTC))
+        await user_state.set_paused(
+            session, user_id=chat.user_id, paused=False, at=datetime.now(UTC)
+        )
     return "Resumed: I learn from your chats again."
 
 
@@ -348,11 +401,18 @@ _PROVENANCE = {
 }
 
 _HANDLERS = {
-    CommandName.HELP: _help, CommandName.LIST: _list, CommandName.SEARCH: _search,
-    CommandName.ADD: _add, CommandName.EDIT: _edit, CommandName.FORGET: _forget,
-    CommandName.ASSIGN_BANK: _assign_bank, CommandName.BANKS: _banks,
-    CommandName.PROFILE: _profile, CommandName.WHY: _why, CommandName.EXPORT: _export,
-    CommandName.PAUSE: _pause, CommandName.RESUME: _resume,
+    CommandName.HELP: _help,
+    CommandName.LIST: _list,
+    CommandName.SEARCH: _search,
+    CommandName.ADD: _add,
+    CommandName.EDIT: _edit,
+    CommandName.FORGET: _forget,
+    CommandName.ASSIGN_BANK: _assign_bank,
+    CommandName.BANKS: _banks,
+    CommandName.PROFILE: _profile,
+    CommandName.WHY: _why,
+    CommandName.EXPORT: _export,
+    CommandName.PAUSE: _pause,
+    CommandName.RESUME: _resume,
     CommandName.REMINDERS: _reminders,
 }
-

@@ -153,8 +153,9 @@ def params_from(settings: Settings) -> ConsolidationParams:
         cosine_threshold=settings.consolidation_cosine,
         duplicate_cosine=settings.consolidation_duplicate_cosine,
         min_cluster_size=settings.consolidation_min_cluster,
-        max_cluster_size=max(settings.consolidation_max_cluster,
-                             settings.consolidation_min_cluster),
+        max_cluster_size=max(
+            settings.consolidation_max_cluster, settings.consolidation_min_cluster
+        ),
         summary_max_chars=settings.consolidation_summary_max_chars,
         cap=settings.memory_cap,
         trigger_share=settings.consolidation_trigger_share,
@@ -174,8 +175,12 @@ async def due_owners(rt: Runtime, *, now: datetime) -> list[Owner]:
 
 
 async def summarize(
-    rt: Runtime, *, owners: Sequence[Owner] | None = None, dry_run: bool = False,
-    now: datetime | None = None, on_owners: Callable[[int], None] | None = None,
+    rt: Runtime,
+    *,
+    owners: Sequence[Owner] | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    on_owners: Callable[[int], None] | None = None,
     on_result: Callable[[OwnerResult], None] | None = None,
 ) -> RunReport:
     """The daily run: consolidate `owners` (None = every owner with old memories).
@@ -197,8 +202,7 @@ async def summarize(
         on_owners(len(todo))
     results: list[OwnerResult] = []
     for owner in todo:
-        result = await consolidate(rt, owner=owner, trigger=Trigger.DAILY, now=now,
-                                   dry_run=dry_run)
+        result = await consolidate(rt, owner=owner, trigger=Trigger.DAILY, now=now, dry_run=dry_run)
         results.append(result)
         if on_result is not None:
             on_result(result)
@@ -208,7 +212,11 @@ async def summarize(
 
 
 async def consolidate(
-    rt: Runtime, *, owner: Owner, trigger: Trigger, now: datetime | None = None,
+    rt: Runtime,
+    *,
+    owner: Owner,
+    trigger: Trigger,
+    now: datetime | None = None,
     dry_run: bool = False,
 ) -> OwnerResult:
     """Plan, summarize and apply one owner's run (see the module docstring).
@@ -225,8 +233,9 @@ async def consolidate(
     if trigger is Trigger.LIMIT and not policy.near_cap(len(entries), params):
         plan = OwnerPlan(owner.kind, owner.id, trigger, active_before=len(entries))
         return OwnerResult(owner, plan, Outcome.NOTHING)
-    plan = policy.plan_owner(entries, owner_kind=owner.kind, owner_id=owner.id, now=now,
-                             params=params, trigger=trigger)
+    plan = policy.plan_owner(
+        entries, owner_kind=owner.kind, owner_id=owner.id, now=now, params=params, trigger=trigger
+    )
     if dry_run:
         return OwnerResult(owner, plan, Outcome.PLANNED, detail=plan.refused)
     if plan.refused is not None:
@@ -237,21 +246,30 @@ async def consolidate(
     if plan.empty:
         return OwnerResult(owner, plan, Outcome.NOTHING)
     try:
-        drafts = [await _summarize_cluster(rt, cluster, params=params)
-                  for cluster in plan.clusters]
+        drafts = [await _summarize_cluster(rt, cluster, params=params) for cluster in plan.clusters]
     except (LLMUnavailable, LLMNotConfigured) as exc:
         log.warning("summarizer left %s as it was: %s", owner, exc)
         result = OwnerResult(owner, plan, Outcome.FAILED, detail=str(exc))
         await _record(rt, result, started=started)
         return result
     ready = [(c, d) for c, (d, _) in zip(plan.clusters, drafts, strict=True) if d is not None]
-    skipped = [f"cluster of {len(c.members)} memories ({c.bank.title}): {reason}"
-               for c, (d, reason) in zip(plan.clusters, drafts, strict=True) if d is None]
+    skipped = [
+        f"cluster of {len(c.members)} memories ({c.bank.title}): {reason}"
+        for c, (d, reason) in zip(plan.clusters, drafts, strict=True)
+        if d is None
+    ]
     vectors = await rt.encoder.encode([d.content for _, d in ready])
     async with rt.db.unit_of_work() as session:
-        result = await _apply(rt, session, owner=owner, plan=plan, params=params,
-                              ready=[(c, d, vectors[i]) for i, (c, d) in enumerate(ready)],
-                              skipped=skipped, started=started)
+        result = await _apply(
+            rt,
+            session,
+            owner=owner,
+            plan=plan,
+            params=params,
+            ready=[(c, d, vectors[i]) for i, (c, d) in enumerate(ready)],
+            skipped=skipped,
+            started=started,
+        )
     return result
 
 
@@ -270,34 +288,44 @@ async def _summarize_cluster(
     messages = policy.build_summary_messages(cluster, max_chars=limit)
     answer = await rt.llm.complete(messages, json_answer=True, max_tokens=SUMMARY_MAX_TOKENS)
     try:
-        return policy.parse_summary(decode_json_answer(answer), cluster=cluster,
-                                    max_chars=limit), ""
+        return policy.parse_summary(
+            decode_json_answer(answer), cluster=cluster, max_chars=limit
+        ), ""
     except ExtractionOutputInvalid as exc:
         reason = str(exc)
         log.info("summary answer invalid (%s); retrying once with a repair prompt", reason)
-    retry = [*messages, {"role": "assistant", "content": answer[:4000]},
-             {"role": "user", "content": policy.REPAIR_PROMPT.format(reason=reason)}]
+    retry = [
+        *messages,
+        {"role": "assistant", "content": answer[:4000]},
+        {"role": "user", "content": policy.REPAIR_PROMPT.format(reason=reason)},
+    ]
     answer = await rt.llm.complete(retry, json_answer=True, max_tokens=SUMMARY_MAX_TOKENS)
     try:
-        return policy.parse_summary(decode_json_answer(answer), cluster=cluster,
-                                    max_chars=limit), ""
+        return policy.parse_summary(
+            decode_json_answer(answer), cluster=cluster, max_chars=limit
+        ), ""
     except ExtractionOutputInvalid as exc:
         log.warning("summary of %d memories left as they were: %s", len(cluster.members), exc)
         return None, str(exc)
 
 
 async def _apply(
-    rt: Runtime, session: AsyncSession, *, owner: Owner, plan: OwnerPlan,
-    params: ConsolidationParams, ready: list[tuple[Cluster, SummaryDraft, np.ndarray]],
-    skipped: list[str], started: datetime,
+    rt: Runtime,
+    session: AsyncSession,
+    *,
+    owner: Owner,
+    plan: OwnerPlan,
+    params: ConsolidationParams,
+    ready: list[tuple[Cluster, SummaryDraft, np.ndarray]],
+    skipped: list[str],
+    started: datetime,
 ) -> OwnerResult:
     """Write the summaries, archive their sources, prune — one transaction, all audited."""
     at = datetime.now(UTC)
     scope = policy.owner_scope(owner.kind, owner.id)
     await store.lock_owner(session, owner_kind=owner.kind, owner_id=owner.id)
     planned = [m for c in plan.clusters for m in c.members] + list(plan.prune)
-    current = await store.current_versions(session, scope=scope,
-                                           memory_ids=[m.id for m in planned])
+    current = await store.current_versions(session, scope=scope, memory_ids=[m.id for m in planned])
 
     def unchanged(m: Memory) -> bool:
         return current.get(m.id) == m.updated_at
@@ -306,39 +334,74 @@ async def _apply(
     merged = 0
     for cluster, draft, vector in ready:
         if not all(unchanged(m) for m in cluster.members):
-            skipped.append(f"cluster of {len(cluster.members)} memories ({cluster.bank.title}): "
-                           "a source changed since planning")
+            skipped.append(
+                f"cluster of {len(cluster.members)} memories ({cluster.bank.title}): "
+                "a source changed since planning"
+            )
             continue
         summary = await store.insert_summary(
-            session, owner_kind=owner.kind, owner_id=owner.id, draft=draft,
-            embedding=vector, embedding_model=rt.encoder.model_name, at=at)
+            session,
+            owner_kind=owner.kind,
+            owner_id=owner.id,
+            draft=draft,
+            embedding=vector,
+            embedding_model=rt.encoder.model_name,
+            at=at,
+        )
         span = f"{draft.first_stated_at:%Y-%m-%d} to {draft.last_stated_at:%Y-%m-%d}"
         await audit.record(
-            session, memory_id=summary.id, owner_id=owner.id, actor=ACTOR, action="create",
+            session,
+            memory_id=summary.id,
+            owner_id=owner.id,
+            actor=ACTOR,
+            action="create",
             reason=f"summary of {len(cluster.members)} memories stated {span} "
-                   f"({plan.trigger.value} run)",
-            after={**audit.snapshot(summary), "summary_of": [str(i) for i in draft.source_ids],
-                   "stated_from": draft.first_stated_at.isoformat(),
-                   "stated_to": draft.last_stated_at.isoformat()})
-        merged += await store.archive_into_summary(session, source_ids=draft.source_ids,
-                                                   summary_id=summary.id, at=at)
+            f"({plan.trigger.value} run)",
+            after={
+                **audit.snapshot(summary),
+                "summary_of": [str(i) for i in draft.source_ids],
+                "stated_from": draft.first_stated_at.isoformat(),
+                "stated_to": draft.last_stated_at.isoformat(),
+            },
+        )
+        merged += await store.archive_into_summary(
+            session, source_ids=draft.source_ids, summary_id=summary.id, at=at
+        )
         for source in cluster.members:
             await audit.record(
-                session, memory_id=source.id, owner_id=owner.id, actor=ACTOR, action="archive",
-                reason=f"merged into summary {summary.id}", before=audit.snapshot(source),
-                after={"status": Status.ARCHIVED.value, "superseded_by": str(summary.id)})
+                session,
+                memory_id=source.id,
+                owner_id=owner.id,
+                actor=ACTOR,
+                action="archive",
+                reason=f"merged into summary {summary.id}",
+                before=audit.snapshot(source),
+                after={"status": Status.ARCHIVED.value, "superseded_by": str(summary.id)},
+            )
         summaries.append(summary)
     prune = [m for m in plan.prune if unchanged(m)]
     pruned = await store.archive(session, memory_ids=[m.id for m in prune], at=at)
     for memory in prune:
         await audit.record(
-            session, memory_id=memory.id, owner_id=owner.id, actor=ACTOR, action="archive",
+            session,
+            memory_id=memory.id,
+            owner_id=owner.id,
+            actor=ACTOR,
+            action="archive",
             reason=f"pruned beyond the cap of {params.cap} ({params.prune_strategy.value})",
-            before=audit.snapshot(memory), after={"status": Status.ARCHIVED.value})
+            before=audit.snapshot(memory),
+            after={"status": Status.ARCHIVED.value},
+        )
     changed = bool(summaries or pruned)
-    result = OwnerResult(owner, plan, Outcome.APPLIED if changed else Outcome.NOTHING,
-                         summaries=tuple(summaries), merged=merged, pruned=pruned,
-                         skipped=tuple(skipped))
+    result = OwnerResult(
+        owner,
+        plan,
+        Outcome.APPLIED if changed else Outcome.NOTHING,
+        summaries=tuple(summaries),
+        merged=merged,
+        pruned=pruned,
+        skipped=tuple(skipped),
+    )
     if changed:
         await store.record_run(session, run=_run_record(result, started=started))
     return result
@@ -347,11 +410,19 @@ async def _apply(
 def _run_record(result: OwnerResult, *, started: datetime) -> store.RunRecord:
     detail = result.detail or ("; ".join(result.skipped) if result.skipped else None)
     return store.RunRecord(
-        owner_kind=result.owner.kind, owner_id=result.owner.id,
-        trigger=result.plan.trigger.value, outcome=result.outcome.value,
-        active_before=result.plan.active_before, active_after=result.active_after,
-        summaries=len(result.summaries), merged=result.merged, pruned=result.pruned,
-        detail=detail, started_at=started, finished_at=datetime.now(UTC))
+        owner_kind=result.owner.kind,
+        owner_id=result.owner.id,
+        trigger=result.plan.trigger.value,
+        outcome=result.outcome.value,
+        active_before=result.plan.active_before,
+        active_after=result.active_after,
+        summaries=len(result.summaries),
+        merged=result.merged,
+        pruned=result.pruned,
+        detail=detail,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+    )
 
 
 async def _record(rt: Runtime, result: OwnerResult, *, started: datetime) -> None:
@@ -379,8 +450,10 @@ async def defer_if_near_cap(
         if folder_id:
             owners.append(Owner(OwnerKind.FOLDER, folder_id))
         async with rt.db.unit_of_work() as session:
-            counts = [(o, await memories.count_active(
-                session, scope=policy.owner_scope(o.kind, o.id))) for o in owners]
+            counts = [
+                (o, await memories.count_active(session, scope=policy.owner_scope(o.kind, o.id)))
+                for o in owners
+            ]
         for owner, count in counts:
             if policy.near_cap(count, params):
                 await defer_owner(rt, owner=owner)
@@ -392,7 +465,8 @@ async def defer_owner(rt: Runtime, *, owner: Owner) -> bool:
     """Queue `consolidate_owner` for `owner`; False when one is already waiting."""
     try:
         await rt.jobs.configure_task(
-            CONSOLIDATE_OWNER_TASK, queue=CONSOLIDATION_QUEUE,
+            CONSOLIDATE_OWNER_TASK,
+            queue=CONSOLIDATION_QUEUE,
             queueing_lock=f"consolidate:{owner}",
         ).defer_async(owner_kind=owner.kind.value, owner_id=owner.id)
     except job_errors.AlreadyEnqueued:
@@ -403,8 +477,9 @@ async def defer_owner(rt: Runtime, *, owner: Owner) -> bool:
 
 async def run_limit(rt: Runtime, *, owner_kind: str, owner_id: str) -> OwnerResult:
     """Job body of `consolidate_owner`: free about 20 % of the cap for one owner."""
-    result = await consolidate(rt, owner=Owner(OwnerKind(owner_kind), owner_id),
-                               trigger=Trigger.LIMIT)
+    result = await consolidate(
+        rt, owner=Owner(OwnerKind(owner_kind), owner_id), trigger=Trigger.LIMIT
+    )
     log.info("limit consolidation of %s:%s: %s", owner_kind, owner_id, result.outcome.value)
     return result
 
@@ -412,11 +487,14 @@ async def run_limit(rt: Runtime, *, owner_kind: str, owner_id: str) -> OwnerResu
 async def run_daily(rt: Runtime, *, timestamp: int | None = None) -> RunReport:
     """Job body of the periodic `summarize_all`; `timestamp` is the period's start (epoch s)."""
     report = await summarize(rt, now=datetime.now(UTC))
-    log.info("daily summarizer (period %s): %d owners, %d applied, %d refused%s",
-             datetime.fromtimestamp(timestamp, UTC).isoformat() if timestamp else "-",
-             len(report.results),
-             report.count(Outcome.APPLIED), report.count(Outcome.REFUSED),
-             f"; stopped: {report.stopped}" if report.stopped else "")
+    log.info(
+        "daily summarizer (period %s): %d owners, %d applied, %d refused%s",
+        datetime.fromtimestamp(timestamp, UTC).isoformat() if timestamp else "-",
+        len(report.results),
+        report.count(Outcome.APPLIED),
+        report.count(Outcome.REFUSED),
+        f"; stopped: {report.stopped}" if report.stopped else "",
+    )
     return report
 
 
@@ -448,30 +526,46 @@ async def restore(rt: Runtime, *, memory_id: uuid.UUID, actor: str = "operator")
             raise MemoryNotFound(f"memory {memory_id} is neither active nor archived")
         summary = target if target.source_kind is SourceKind.SUMMARY else None
         if summary is None and target.status is Status.ARCHIVED and target.superseded_by:
-            summary = await memories.get(session, scope=scope, memory_id=target.superseded_by,
-                                         statuses=kept)
+            summary = await memories.get(
+                session, scope=scope, memory_id=target.superseded_by, statuses=kept
+            )
             if summary is None or summary.source_kind is not SourceKind.SUMMARY:
                 raise InvalidInput(f"memory {memory_id} was not merged by the summarizer")
         if summary is None:
             if target.status is not Status.ARCHIVED:
                 raise InvalidInput(f"memory {memory_id} is active and not a summary")
             await memories.set_status(session, memory_id=target.id, status=Status.ACTIVE, at=at)
-            await audit.record(session, memory_id=target.id, owner_id=target.owner_id,
-                               actor=actor, action=store.RESTORE_ACTION,
-                               reason="restored from pruning", after={"status": "active"})
+            await audit.record(
+                session,
+                memory_id=target.id,
+                owner_id=target.owner_id,
+                actor=actor,
+                action=store.RESTORE_ACTION,
+                reason="restored from pruning",
+                after={"status": "active"},
+            )
             return RestoreResult(None, (dataclasses.replace(target, status=Status.ACTIVE),))
         restored = await store.restore_sources(session, scope=scope, summary_id=summary.id, at=at)
         for memory in restored:
-            await audit.record(session, memory_id=memory.id, owner_id=memory.owner_id,
-                               actor=actor, action=store.RESTORE_ACTION,
-                               reason=f"restored from summary {summary.id}",
-                               after={"status": "active"})
+            await audit.record(
+                session,
+                memory_id=memory.id,
+                owner_id=memory.owner_id,
+                actor=actor,
+                action=store.RESTORE_ACTION,
+                reason=f"restored from summary {summary.id}",
+                after={"status": "active"},
+            )
         if summary.status is Status.ACTIVE:
-            await memories.set_status(session, memory_id=summary.id, status=Status.ARCHIVED,
-                                      at=at)
-            await audit.record(session, memory_id=summary.id, owner_id=summary.owner_id,
-                               actor=actor, action="archive",
-                               reason=f"its {len(restored)} sources were restored",
-                               before=audit.snapshot(summary),
-                               after={"status": Status.ARCHIVED.value})
+            await memories.set_status(session, memory_id=summary.id, status=Status.ARCHIVED, at=at)
+            await audit.record(
+                session,
+                memory_id=summary.id,
+                owner_id=summary.owner_id,
+                actor=actor,
+                action="archive",
+                reason=f"its {len(restored)} sources were restored",
+                before=audit.snapshot(summary),
+                after={"status": Status.ARCHIVED.value},
+            )
     return RestoreResult(summary, tuple(restored))

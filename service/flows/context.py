@@ -40,8 +40,14 @@ class ContextResult:
 
 
 async def retrieve(
-    rt: Runtime, *, scope: ReadScope, query: str, now: datetime, limit: int,
-    params: RankingParams | None = None, apply_gate: bool = False,
+    rt: Runtime,
+    *,
+    scope: ReadScope,
+    query: str,
+    now: datetime,
+    limit: int,
+    params: RankingParams | None = None,
+    apply_gate: bool = False,
     query_vector: np.ndarray | None = None,
 ) -> list[RankedMemory]:
     """The read path's ranking for one query, best first (DESIGN §6.2).
@@ -63,8 +69,9 @@ async def retrieve(
     if not scope or not query.strip():
         return []
     vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
-    found = await candidates.gather(rt, scope=scope, query=query, query_vector=vector,
-                                    limit=rt.settings.candidate_limit)
+    found = await candidates.gather(
+        rt, scope=scope, query=query, query_vector=vector, limit=rt.settings.candidate_limit
+    )
     fused = ranking.fuse(found.semantic, found.keyword, params=params)
     if apply_gate:
         fused = [f for f in fused if ranking.passes_gate(f, params=params)]
@@ -76,13 +83,19 @@ async def retrieve(
     if params.mmr_lambda < 1.0 and len(head) > 1:
         async with rt.db.unit_of_work() as session:
             similarity = await memories.pairwise_similarity(
-                session, seqs=[r.memory.seq for r in head])
+                session, seqs=[r.memory.seq for r in head]
+            )
     return ranking.diversify(head, similarity, lambda_=params.mmr_lambda, limit=limit)
 
 
 async def build_context(
-    rt: Runtime, *, chat: ChatContext, message: str, budget_tokens: int | None,
-    now: datetime | None, message_id: str | None = None,
+    rt: Runtime,
+    *,
+    chat: ChatContext,
+    message: str,
+    budget_tokens: int | None,
+    now: datetime | None,
+    message_id: str | None = None,
 ) -> ContextResult:
     """The block for the inlet: the memories (`recall`) and the "Reminders" section.
 
@@ -100,16 +113,24 @@ async def build_context(
     # independent of each other; for_turn never raises, recall degrades within its deadline
     turn, result = await asyncio.gather(
         reminders_flow.for_turn(rt, chat=chat, message=message, now=now, message_id=message_id),
-        recall(rt, chat=chat, message=message, budget_tokens=budget_tokens, now=now))
+        recall(rt, chat=chat, message=message, budget_tokens=budget_tokens, now=now),
+    )
     if not turn.section:
         return result
     return dataclasses.replace(
-        result, block="\n\n".join(p for p in (result.block, turn.section) if p),
-        reminders=turn.due, notice=turn.notice)
+        result,
+        block="\n\n".join(p for p in (result.block, turn.section) if p),
+        reminders=turn.due,
+        notice=turn.notice,
+    )
 
 
 async def recall(
-    rt: Runtime, *, chat: ChatContext, message: str, budget_tokens: int | None,
+    rt: Runtime,
+    *,
+    chat: ChatContext,
+    message: str,
+    budget_tokens: int | None,
     now: datetime | None,
 ) -> ContextResult:
     """Rank the memories this chat may read against `message` and render the block.
@@ -126,35 +147,60 @@ async def recall(
     """
     scope = privacy.read_scope(chat)
     if not scope or not message.strip():
-        return ContextResult("", [], None, "no memory for this kind of chat" if not scope
-                             else "nothing to look up")
+        return ContextResult(
+            "", [], None, "no memory for this kind of chat" if not scope else "nothing to look up"
+        )
     try:
         return await asyncio.wait_for(
-            _build(rt, chat=chat, scope=scope, message=message, budget_tokens=budget_tokens,
-                   now=now or datetime.now(UTC)),
-            timeout=rt.settings.context_deadline_s)
+            _build(
+                rt,
+                chat=chat,
+                scope=scope,
+                message=message,
+                budget_tokens=budget_tokens,
+                now=now or datetime.now(UTC),
+            ),
+            timeout=rt.settings.context_deadline_s,
+        )
     except TimeoutError:
         observability.record_inlet_timeout()
-        log.warning("context deadline of %.2f s passed; answering with the cached profile",
-                    rt.settings.context_deadline_s)
-        profile = profile_flow.cached_profile(user_id=chat.user_id,
-                                              collaborative=chat.collaborative)
-        return ContextResult(ranking.render_block(profile=profile, core=[], items=[]), [],
-                             profile, DEGRADED)
+        log.warning(
+            "context deadline of %.2f s passed; answering with the cached profile",
+            rt.settings.context_deadline_s,
+        )
+        profile = profile_flow.cached_profile(
+            user_id=chat.user_id, collaborative=chat.collaborative
+        )
+        return ContextResult(
+            ranking.render_block(profile=profile, core=[], items=[]), [], profile, DEGRADED
+        )
 
 
 DEGRADED = "memory was slow: answered with the cached profile only"
 
 
 async def _build(
-    rt: Runtime, *, chat: ChatContext, scope: ReadScope, message: str,
-    budget_tokens: int | None, now: datetime,
+    rt: Runtime,
+    *,
+    chat: ChatContext,
+    scope: ReadScope,
+    message: str,
+    budget_tokens: int | None,
+    now: datetime,
 ) -> ContextResult:
     params = rt.ranking_params(budget_tokens)
     # the profile (or the core memories) does not depend on the ranking: read it alongside
-    ranked = asyncio.ensure_future(retrieve(rt, scope=scope, query=message, now=now,
-                                            limit=params.max_items, params=params,
-                                            apply_gate=True))
+    ranked = asyncio.ensure_future(
+        retrieve(
+            rt,
+            scope=scope,
+            query=message,
+            now=now,
+            limit=params.max_items,
+            params=params,
+            apply_gate=True,
+        )
+    )
     known = asyncio.ensure_future(_profile_or_core(rt, chat=chat, scope=scope))
     try:
         relevant, (profile, core) = await asyncio.gather(ranked, known)
@@ -177,16 +223,21 @@ async def _build(
 
 
 async def _profile_or_core(
-    rt: Runtime, *, chat: ChatContext, scope: ReadScope,
+    rt: Runtime,
+    *,
+    chat: ChatContext,
+    scope: ReadScope,
 ) -> tuple[str | None, list[Memory]]:
     """The chat's core memories profile, or without one its core memories (DESIGN §6.1)."""
     async with rt.db.unit_of_work() as session:
-        profile = await profile_flow.read_profile(rt, session, user_id=chat.user_id,
-                                                  collaborative=chat.collaborative)
+        profile = await profile_flow.read_profile(
+            rt, session, user_id=chat.user_id, collaborative=chat.collaborative
+        )
         if profile:
             return profile, []
-        return None, await memories.core_memories(session, scope=scope,
-                                                  limit=rt.settings.core_max_items)
+        return None, await memories.core_memories(
+            session, scope=scope, limit=rt.settings.core_max_items
+        )
 
 
 async def _record_use(rt: Runtime, *, chat: ChatContext, used: list[RankedMemory]) -> None:
@@ -195,10 +246,20 @@ async def _record_use(rt: Runtime, *, chat: ChatContext, used: list[RankedMemory
     try:
         async with rt.db.unit_of_work() as session:
             await user_state.record_use(
-                session, user_id=chat.user_id, chat_id=chat.chat_id or None, at=at,
+                session,
+                user_id=chat.user_id,
+                chat_id=chat.chat_id or None,
+                at=at,
                 memory_ids=[m.memory.id for m in used],
-                items=[{"seq": m.memory.seq, "similarity": round(m.similarity, 4),
-                        "score": round(m.score, 4)} for m in used])
+                items=[
+                    {
+                        "seq": m.memory.seq,
+                        "similarity": round(m.similarity, 4),
+                        "score": round(m.score, 4),
+                    }
+                    for m in used
+                ],
+            )
     except Exception:
         log.exception("could not record which memories were used")
 

@@ -71,8 +71,9 @@ class ExtractionOutcome:
     turns: int = 0  #: turns in those batches
 
 
-async def run_extraction(rt: Runtime, *, turn_id: int, mode: RunMode = RunMode.FLUSH
-                         ) -> ExtractionOutcome:
+async def run_extraction(
+    rt: Runtime, *, turn_id: int, mode: RunMode = RunMode.FLUSH
+) -> ExtractionOutcome:
     """Extract the waiting turns of `turn_id`'s chat and sender that `mode` selects.
 
     Every batch runs in its own unit of work; then the chat's rolling summary may take the
@@ -96,20 +97,28 @@ async def run_extraction(rt: Runtime, *, turn_id: int, mode: RunMode = RunMode.F
             chat_id, user_id = anchor.chat_id, anchor.user_id
             await turns.lock_sender(session, user_id=user_id)
             if mode is RunMode.QUIET and await turns.newer_recent(
-                    session, chat_id=chat_id, turn_id=turn_id, within_s=quiet_s,
-                    user_id=user_id):
+                session, chat_id=chat_id, turn_id=turn_id, within_s=quiet_s, user_id=user_id
+            ):
                 # the newer turn's own quiet check decides
-                return ExtractionOutcome("not_quiet", user_id=user_id,
-                                         detail="the sender wrote again in this chat")
+                return ExtractionOutcome(
+                    "not_quiet", user_id=user_id, detail="the sender wrote again in this chat"
+                )
             if mode is RunMode.QUIET:
                 chat_quiet = not await turns.newer_recent(
-                    session, chat_id=chat_id, turn_id=turn_id, within_s=quiet_s)
+                    session, chat_id=chat_id, turn_id=turn_id, within_s=quiet_s
+                )
             waiting = await turns.pending(
-                session, chat_id=chat_id, user_id=user_id, lock=True,
-                up_to=turn_id if mode is RunMode.FLUSH else None)
-            plan = batching.plan_batches([pending_view(t) for t in waiting],
-                                         batch_policy(rt.settings),
-                                         quiet=mode is not RunMode.DUE)
+                session,
+                chat_id=chat_id,
+                user_id=user_id,
+                lock=True,
+                up_to=turn_id if mode is RunMode.FLUSH else None,
+            )
+            plan = batching.plan_batches(
+                [pending_view(t) for t in waiting],
+                batch_policy(rt.settings),
+                quiet=mode is not RunMode.DUE,
+            )
             if not plan:
                 break
             chosen = set(plan[0])
@@ -124,20 +133,28 @@ async def run_extraction(rt: Runtime, *, turn_id: int, mode: RunMode = RunMode.F
         batch_written, folder_id = result
         written += batch_written
         observability.record_extraction("written" if batch_written else "nothing_new")
-        await consolidation.defer_if_near_cap(rt, user_id=user_id, folder_id=folder_id,
-                                              written=batch_written)
+        await consolidation.defer_if_near_cap(
+            rt, user_id=user_id, folder_id=folder_id, written=batch_written
+        )
     if chat_id:
         await chat_summary.update(rt, chat_id=chat_id, chat_quiet=chat_quiet)
     if not batches:
         if mode is RunMode.FLUSH:
             observability.record_extraction("already_done")
-        return ExtractionOutcome("already_done", user_id=user_id,
-                                 detail="no turn of this chat was due")
+        return ExtractionOutcome(
+            "already_done", user_id=user_id, detail="no turn of this chat was due"
+        )
     if failed == extracted:
-        return ExtractionOutcome("failed", user_id=user_id, batches=batches, turns=extracted,
-                                 detail="the LLM's answer was not valid, even after repair")
-    return ExtractionOutcome("done", written=written, user_id=user_id, batches=batches,
-                             turns=extracted)
+        return ExtractionOutcome(
+            "failed",
+            user_id=user_id,
+            batches=batches,
+            turns=extracted,
+            detail="the LLM's answer was not valid, even after repair",
+        )
+    return ExtractionOutcome(
+        "done", written=written, user_id=user_id, batches=batches, turns=extracted
+    )
 
 
 async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
@@ -152,8 +169,9 @@ async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
         if anchor is None:
             return
         await turns.lock_sender(session, user_id=anchor.user_id)
-        waiting = await turns.pending(session, chat_id=anchor.chat_id, user_id=anchor.user_id,
-                                      up_to=turn_id, lock=True)
+        waiting = await turns.pending(
+            session, chat_id=anchor.chat_id, user_id=anchor.user_id, up_to=turn_id, lock=True
+        )
         for turn in waiting:
             await turns.finish(session, turn_id=turn.id, status=TurnStatus.FAILED, error=error)
         if waiting:
@@ -180,14 +198,23 @@ async def _extract_batch(
     texts = []
     for turn in batch:
         raw = turn.payload.get("texts") or {}
-        texts.append(TurnText(
-            user_message=safety.redact_secrets(raw.get("user") or ""),
-            assistant_message=safety.redact_secrets(raw.get("assistant") or "") or None,
-            history=[(r, safety.redact_secrets(t)) for r, t in raw.get("history") or []],
-            occurred_at=_turn_time(turn)))
+        texts.append(
+            TurnText(
+                user_message=safety.redact_secrets(raw.get("user") or ""),
+                assistant_message=safety.redact_secrets(raw.get("assistant") or "") or None,
+                history=[(r, safety.redact_secrets(t)) for r, t in raw.get("history") or []],
+                occurred_at=_turn_time(turn),
+            )
+        )
     try:
-        per_turn = await _extract(rt, session, chat=chat, scope=scope, batch=texts,
-                                  message_ids=[t.user_message_id for t in batch])
+        per_turn = await _extract(
+            rt,
+            session,
+            chat=chat,
+            scope=scope,
+            batch=texts,
+            message_ids=[t.user_message_id for t in batch],
+        )
     except ExtractionOutputInvalid as exc:
         for turn in batch:
             await turns.finish(session, turn_id=turn.id, status=TurnStatus.FAILED, error=str(exc))
@@ -195,8 +222,13 @@ async def _extract_batch(
         return None
     keep = chat_summary.keeps_texts(rt.settings, scope)
     for turn, count in zip(batch, per_turn, strict=True):
-        await turns.finish(session, turn_id=turn.id, status=TurnStatus.DONE,
-                           memories_written=count, keep_texts=keep)
+        await turns.finish(
+            session,
+            turn_id=turn.id,
+            status=TurnStatus.DONE,
+            memories_written=count,
+            keep_texts=keep,
+        )
     return sum(per_turn), chat.folder_id
 
 
@@ -213,53 +245,90 @@ def _interleave(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candid
 
 
 async def _extract(
-    rt: Runtime, session: AsyncSession, *, chat: ChatContext, scope: WriteScope,
-    batch: Sequence[TurnText], message_ids: Sequence[str],
+    rt: Runtime,
+    session: AsyncSession,
+    *,
+    chat: ChatContext,
+    scope: WriteScope,
+    batch: Sequence[TurnText],
+    message_ids: Sequence[str],
 ) -> list[int]:
     """One LLM call for the batch; returns the memories written per turn."""
     allowed = [b for b in Bank if scope.scope_for(b)]
     limit = rt.settings.extraction_neighbours
     vectors = await rt.encoder.encode([t.user_message for t in batch])
-    found = [await memories.search(session, scope=scope.as_read_scope(), query_vector=v,
-                                   limit=limit) for v in vectors]
+    found = [
+        await memories.search(session, scope=scope.as_read_scope(), query_vector=v, limit=limit)
+        for v in vectors
+    ]
     shown = _interleave(found, limit)
     refs = {f"m{i + 1}": c.memory for i, c in enumerate(shown)}
     fallback = datetime.now(UTC)
     times = [t.occurred_at or fallback for t in batch]
     message_refs = [message_ref(i) for i in range(len(batch))]
-    messages = build_messages(turns=batch, user_name=chat.user_name, now=times[-1],
-                              neighbours=list(refs.items()), allowed_banks=allowed)
-    operations = await _ask_for_operations(rt, messages, refs=refs, allowed=allowed,
-                                           message_refs=message_refs)
+    messages = build_messages(
+        turns=batch,
+        user_name=chat.user_name,
+        now=times[-1],
+        neighbours=list(refs.items()),
+        allowed_banks=allowed,
+    )
+    operations = await _ask_for_operations(
+        rt, messages, refs=refs, allowed=allowed, message_refs=message_refs
+    )
     written = [0] * len(batch)
     for op in operations:
         index = message_refs.index(op.message) if op.message else len(batch) - 1
-        written[index] += await _apply(rt, session, op=op, chat=chat, scope=scope, refs=refs,
-                                       now=times[index], message_id=message_ids[index])
+        written[index] += await _apply(
+            rt,
+            session,
+            op=op,
+            chat=chat,
+            scope=scope,
+            refs=refs,
+            now=times[index],
+            message_id=message_ids[index],
+        )
     return written
 
 
 async def _ask_for_operations(
-    rt: Runtime, messages: list[dict[str, str]], *, refs: dict[str, Memory], allowed: list[Bank],
+    rt: Runtime,
+    messages: list[dict[str, str]],
+    *,
+    refs: dict[str, Memory],
+    allowed: list[Bank],
     message_refs: Sequence[str],
 ) -> list[Operation]:
     """One LLM call, and one repair retry when the answer is not valid (DESIGN §5.3)."""
     answer = await rt.llm.complete(messages, json_answer=True)
     try:
-        return parse_operations(decode_json_answer(answer), refs=refs, allowed_banks=allowed,
-                                message_refs=message_refs)
+        return parse_operations(
+            decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
+        )
     except ExtractionOutputInvalid:
         log.info("extraction answer invalid; retrying once with a repair prompt")
-    retry = [*messages, {"role": "assistant", "content": answer[:4000]},
-             {"role": "user", "content": REPAIR_PROMPT}]
+    retry = [
+        *messages,
+        {"role": "assistant", "content": answer[:4000]},
+        {"role": "user", "content": REPAIR_PROMPT},
+    ]
     answer = await rt.llm.complete(retry, json_answer=True)
-    return parse_operations(decode_json_answer(answer), refs=refs, allowed_banks=allowed,
-                            message_refs=message_refs)
+    return parse_operations(
+        decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
+    )
 
 
 async def _apply(
-    rt: Runtime, session: AsyncSession, *, op: Operation, chat: ChatContext, scope: WriteScope,
-    refs: dict[str, Memory], now: datetime, message_id: str,
+    rt: Runtime,
+    session: AsyncSession,
+    *,
+    op: Operation,
+    chat: ChatContext,
+    scope: WriteScope,
+    refs: dict[str, Memory],
+    now: datetime,
+    message_id: str,
 ) -> int:
     """Apply one operation; returns 1 when a memory was written."""
     cell = scope.scope_for(op.bank)
@@ -269,9 +338,15 @@ async def _apply(
     if op.op is OpKind.DELETE:
         target = refs[op.ref or ""]
         await memories.set_status(session, memory_id=target.id, status=Status.ARCHIVED, at=now)
-        await audit.record(session, memory_id=target.id, owner_id=target.owner_id, actor=actor,
-                           action="archive", reason="the user said it is no longer true",
-                           before=audit.snapshot(target))
+        await audit.record(
+            session,
+            memory_id=target.id,
+            owner_id=target.owner_id,
+            actor=actor,
+            action="archive",
+            reason="the user said it is no longer true",
+            before=audit.snapshot(target),
+        )
         return 0
     content = unicodedata.normalize("NFC", safety.redact_secrets(op.content)).strip()
     if not content or safety.looks_like_instruction(content) or _mostly_redacted(content):
@@ -279,42 +354,75 @@ async def _apply(
         return 0
     vector = await rt.encoder.encode_one(content)
     target = refs.get(op.ref or "") if op.op is OpKind.UPDATE else None
-    neighbours = await memories.search(session, scope=scope.as_read_scope(),
-                                       query_vector=vector, limit=5)
+    neighbours = await memories.search(
+        session, scope=scope.as_read_scope(), query_vector=vector, limit=5
+    )
     pairs = [(c.memory, c.cosine) for c in neighbours if target is None or c.memory.id != target.id]
-    duplicate = dedup.find_duplicate(content, pairs, text_threshold=rt.settings.dedup_text_ratio,
-                                     cosine_threshold=rt.settings.dedup_cosine)
+    duplicate = dedup.find_duplicate(
+        content,
+        pairs,
+        text_threshold=rt.settings.dedup_text_ratio,
+        cosine_threshold=rt.settings.dedup_cosine,
+    )
     if duplicate is not None:
         # Said again: the fact is more certain now (case 11: one row, higher confidence).
         raised = dedup.confirmed_confidence(duplicate.confidence)
         if raised > duplicate.confidence:
-            await memories.set_confidence(session, memory_id=duplicate.id, confidence=raised,
-                                          at=now)
-            await audit.record(session, memory_id=duplicate.id, owner_id=duplicate.owner_id,
-                               actor=actor, action="confirm",
-                               reason=f"stated again in chat {chat.chat_id}",
-                               before={"confidence": duplicate.confidence},
-                               after={"confidence": raised})
+            await memories.set_confidence(
+                session, memory_id=duplicate.id, confidence=raised, at=now
+            )
+            await audit.record(
+                session,
+                memory_id=duplicate.id,
+                owner_id=duplicate.owner_id,
+                actor=actor,
+                action="confirm",
+                reason=f"stated again in chat {chat.chat_id}",
+                before={"confidence": duplicate.confidence},
+                after={"confidence": raised},
+            )
         return 0
-    if target is not None and dedup.text_ratio(content, target.content) > rt.settings.dedup_text_ratio:
+    if (
+        target is not None
+        and dedup.text_ratio(content, target.content) > rt.settings.dedup_text_ratio
+    ):
         return 0
     new = await memories.insert(
-        session, owner_kind=cell.owner_kind, owner_id=cell.owner_id, bank=op.bank, content=content,
-        tags=op.tags, confidence=op.confidence,
+        session,
+        owner_kind=cell.owner_kind,
+        owner_id=cell.owner_id,
+        bank=op.bank,
+        content=content,
+        tags=op.tags,
+        confidence=op.confidence,
         source_kind=SourceKind.INFERENCE if op.inferred else SourceKind.EXTRACTION,
-        source_chat_id=chat.chat_id or None, source_message_id=message_id, created_at=now,
-        embedding=np.asarray(vector, dtype=np.float32), embedding_model=rt.encoder.model_name,
+        source_chat_id=chat.chat_id or None,
+        source_message_id=message_id,
+        created_at=now,
+        embedding=np.asarray(vector, dtype=np.float32),
+        embedding_model=rt.encoder.model_name,
     )
-    await audit.record(session, memory_id=new.id, owner_id=new.owner_id, actor=actor,
-                       action="create", reason=f"extracted from chat {chat.chat_id}",
-                       after=audit.snapshot(new))
+    await audit.record(
+        session,
+        memory_id=new.id,
+        owner_id=new.owner_id,
+        actor=actor,
+        action="create",
+        reason=f"extracted from chat {chat.chat_id}",
+        after=audit.snapshot(new),
+    )
     if target is not None:
         await memories.supersede(session, memory_id=target.id, successor_id=new.id, at=now)
-        await audit.record(session, memory_id=target.id, owner_id=target.owner_id, actor=actor,
-                           action="supersede", reason=f"updated by {new.id}",
-                           before=audit.snapshot(target))
+        await audit.record(
+            session,
+            memory_id=target.id,
+            owner_id=target.owner_id,
+            actor=actor,
+            action="supersede",
+            reason=f"updated by {new.id}",
+            before=audit.snapshot(target),
+        )
     return 1
-
 
 
 def _mostly_redacted(content: str) -> bool:

@@ -20,12 +20,15 @@ from service.storage import audit, memories, profiles, turns, user_state
 from service.storage import consolidation as consolidation_store
 
 
-def owned_scope(user_id: str, *, folder_id: str | None = None,
-                bank: Bank | None = None) -> ReadScope:
+def owned_scope(
+    user_id: str, *, folder_id: str | None = None, bank: Bank | None = None
+) -> ReadScope:
     """The cells a user manages: their Personal and Interaction Patterns banks, plus the
     Project Memory of `folder_id` when given (membership is checked by the filter)."""
-    cells = [Scope(OwnerKind.USER, user_id, Bank.PERSONAL),
-             Scope(OwnerKind.USER, user_id, Bank.INTERACTION)]
+    cells = [
+        Scope(OwnerKind.USER, user_id, Bank.PERSONAL),
+        Scope(OwnerKind.USER, user_id, Bank.INTERACTION),
+    ]
     if folder_id:
         cells.append(Scope(OwnerKind.FOLDER, folder_id, Bank.PROJECT))
     if bank is not None:
@@ -43,21 +46,30 @@ def _clean(content: str) -> str:
 
 
 async def list_for_user(
-    rt: Runtime, *, user_id: str, bank: Bank | None, folder_id: str | None, limit: int,
+    rt: Runtime,
+    *,
+    user_id: str,
+    bank: Bank | None,
+    folder_id: str | None,
+    limit: int,
     offset: int,
 ) -> tuple[list[Memory], int]:
     """A page of the user's active memories, newest first, and the total."""
     async with rt.db.unit_of_work() as session:
         return await memories.list_memories(
-            session, scope=owned_scope(user_id, folder_id=folder_id, bank=bank), limit=limit,
-            offset=offset)
+            session,
+            scope=owned_scope(user_id, folder_id=folder_id, bank=bank),
+            limit=limit,
+            offset=offset,
+        )
 
 
 async def keyword_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int) -> list[Memory]:
     """Memories containing any of the `;`-separated phrases of `text`, most relevant first."""
     async with rt.db.unit_of_work() as session:
-        found = await memories.phrase_search(session, scope=scope,
-                                             phrases=memories.split_phrases(text), limit=limit)
+        found = await memories.phrase_search(
+            session, scope=scope, phrases=memories.split_phrases(text), limit=limit
+        )
     return [c.memory for c in found]
 
 
@@ -67,19 +79,26 @@ async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -
         return await memories.export_rows(session, scope=owned_scope(user_id, folder_id=folder_id))
 
 
-async def get_for_user(rt: Runtime, *, user_id: str, memory_id: uuid.UUID,
-                       folder_id: str | None = None) -> Memory:
+async def get_for_user(
+    rt: Runtime, *, user_id: str, memory_id: uuid.UUID, folder_id: str | None = None
+) -> Memory:
     """One active memory of the user. Raises MemoryNotFound."""
     async with rt.db.unit_of_work() as session:
-        found = await memories.get(session, scope=owned_scope(user_id, folder_id=folder_id),
-                                   memory_id=memory_id)
+        found = await memories.get(
+            session, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id
+        )
     if found is None:
         raise MemoryNotFound(f"no memory {memory_id} for this user")
     return found
 
 
 async def add_for_user(
-    rt: Runtime, *, user_id: str, content: str, bank: Bank, tags: Sequence[str],
+    rt: Runtime,
+    *,
+    user_id: str,
+    content: str,
+    bank: Bank,
+    tags: Sequence[str],
     folder_id: str | None,
 ) -> Memory:
     """Store a memory the user wrote themselves (confidence 1.0).
@@ -91,13 +110,23 @@ async def add_for_user(
         raise InvalidInput("a Project Memory needs the folder_id of its project")
     if bank is Bank.CHAT:
         raise InvalidInput("Chat Memory is added from inside its chat (/memory add chat: …)")
-    cell = (Scope(OwnerKind.FOLDER, folder_id, bank) if bank is Bank.PROJECT and folder_id
-            else Scope(OwnerKind.USER, user_id, bank))
+    cell = (
+        Scope(OwnerKind.FOLDER, folder_id, bank)
+        if bank is Bank.PROJECT and folder_id
+        else Scope(OwnerKind.USER, user_id, bank)
+    )
     return await add(rt, cell=cell, content=content, tags=tags, actor=f"user:{user_id}")
 
 
-async def add(rt: Runtime, *, cell: Scope, content: str, tags: Sequence[str], actor: str,
-              source_chat_id: str | None = None) -> Memory:
+async def add(
+    rt: Runtime,
+    *,
+    cell: Scope,
+    content: str,
+    tags: Sequence[str],
+    actor: str,
+    source_chat_id: str | None = None,
+) -> Memory:
     """Store a memory written by a person into `cell` (confidence 1.0); audited.
 
     Raises:
@@ -108,30 +137,65 @@ async def add(rt: Runtime, *, cell: Scope, content: str, tags: Sequence[str], ac
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:
         memory = await memories.insert(
-            session, owner_kind=cell.owner_kind, owner_id=cell.owner_id, bank=cell.bank,
-            content=text, tags=list(tags), confidence=1.0, source_kind=SourceKind.MANUAL,
-            source_chat_id=source_chat_id, source_message_id=None, created_at=now,
-            embedding=np.asarray(vector), embedding_model=rt.encoder.model_name)
-        await audit.record(session, memory_id=memory.id, owner_id=memory.owner_id, actor=actor,
-                           action="create", reason="added by the user",
-                           after=audit.snapshot(memory))
+            session,
+            owner_kind=cell.owner_kind,
+            owner_id=cell.owner_id,
+            bank=cell.bank,
+            content=text,
+            tags=list(tags),
+            confidence=1.0,
+            source_kind=SourceKind.MANUAL,
+            source_chat_id=source_chat_id,
+            source_message_id=None,
+            created_at=now,
+            embedding=np.asarray(vector),
+            embedding_model=rt.encoder.model_name,
+        )
+        await audit.record(
+            session,
+            memory_id=memory.id,
+            owner_id=memory.owner_id,
+            actor=actor,
+            action="create",
+            reason="added by the user",
+            after=audit.snapshot(memory),
+        )
     if cell.owner_kind is OwnerKind.USER:
         await profile_flow.request_refresh(rt, user_id=cell.owner_id)
     return memory
 
 
 async def edit_for_user(
-    rt: Runtime, *, user_id: str, memory_id: uuid.UUID, content: str | None,
-    bank: Bank | None, tags: Sequence[str] | None, folder_id: str | None = None,
+    rt: Runtime,
+    *,
+    user_id: str,
+    memory_id: uuid.UUID,
+    content: str | None,
+    bank: Bank | None,
+    tags: Sequence[str] | None,
+    folder_id: str | None = None,
 ) -> Memory:
     """Change a memory's text, bank or tags. Raises MemoryNotFound, InvalidInput."""
-    return await edit(rt, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id,
-                      content=content, bank=bank, tags=tags, actor=f"user:{user_id}")
+    return await edit(
+        rt,
+        scope=owned_scope(user_id, folder_id=folder_id),
+        memory_id=memory_id,
+        content=content,
+        bank=bank,
+        tags=tags,
+        actor=f"user:{user_id}",
+    )
 
 
 async def edit(
-    rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, content: str | None,
-    bank: Bank | None, tags: Sequence[str] | None, actor: str,
+    rt: Runtime,
+    *,
+    scope: ReadScope,
+    memory_id: uuid.UUID,
+    content: str | None,
+    bank: Bank | None,
+    tags: Sequence[str] | None,
+    actor: str,
 ) -> Memory:
     """Change a memory in `scope` in place (new version number); audited.
 
@@ -148,25 +212,47 @@ async def edit(
             raise MemoryNotFound(f"no memory {memory_id} for this user")
         if bank is not None and bank.owner_kind is not before.bank.owner_kind:
             raise InvalidInput("a memory can only move between a user's own two banks")
-        await memories.update_fields(session, memory_id=memory_id, at=now, content=text, bank=bank,
-                                     tags=tags, embedding=vector,
-                                     embedding_model=rt.encoder.model_name)
-        after = await memories.get(session, scope=ReadScope(tuple(
-            Scope(before.owner_kind, before.owner_id, b) for b in Bank)), memory_id=memory_id)
+        await memories.update_fields(
+            session,
+            memory_id=memory_id,
+            at=now,
+            content=text,
+            bank=bank,
+            tags=tags,
+            embedding=vector,
+            embedding_model=rt.encoder.model_name,
+        )
+        after = await memories.get(
+            session,
+            scope=ReadScope(tuple(Scope(before.owner_kind, before.owner_id, b) for b in Bank)),
+            memory_id=memory_id,
+        )
         assert after is not None
-        await audit.record(session, memory_id=memory_id, owner_id=before.owner_id,
-                           actor=actor, action="update", reason="edited by the user",
-                           before=audit.snapshot(before), after=audit.snapshot(after))
+        await audit.record(
+            session,
+            memory_id=memory_id,
+            owner_id=before.owner_id,
+            actor=actor,
+            action="update",
+            reason="edited by the user",
+            before=audit.snapshot(before),
+            after=audit.snapshot(after),
+        )
     if after.owner_kind is OwnerKind.USER:
         await profile_flow.request_refresh(rt, user_id=after.owner_id)
     return after
 
 
-async def forget_for_user(rt: Runtime, *, user_id: str, memory_id: uuid.UUID,
-                          folder_id: str | None = None) -> int:
+async def forget_for_user(
+    rt: Runtime, *, user_id: str, memory_id: uuid.UUID, folder_id: str | None = None
+) -> int:
     """Forget one of the user's memories (see `forget`). Raises MemoryNotFound."""
-    return await forget(rt, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id,
-                        actor=f"user:{user_id}")
+    return await forget(
+        rt,
+        scope=owned_scope(user_id, folder_id=folder_id),
+        memory_id=memory_id,
+        actor=f"user:{user_id}",
+    )
 
 
 async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> int:
@@ -196,8 +282,9 @@ async def forget_chats_of_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     return await forget_chat(rt, chat_ids=sorted(chat_ids), actor=actor)
 
 
-async def forget_folders(rt: Runtime, *, folder_ids: Sequence[str], with_chats: bool,
-                         actor: str) -> int:
+async def forget_folders(
+    rt: Runtime, *, folder_ids: Sequence[str], with_chats: bool, actor: str
+) -> int:
     """Folders were deleted in Open WebUI: forget their Project Memory and, when their chats
     were deleted with them (`with_chats`), those chats' Chat Memory.
 
@@ -247,8 +334,9 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     return count
 
 
-async def forget_all_of(rt: Runtime, *, scope: ReadScope, rows: Sequence[Memory],
-                        actor: str) -> int:
+async def forget_all_of(
+    rt: Runtime, *, scope: ReadScope, rows: Sequence[Memory], actor: str
+) -> int:
     """Forget each of `rows` (see `forget`); returns how many were forgotten now (a row
     already forgotten as part of another memory's history is skipped)."""
     count = 0
@@ -273,30 +361,51 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:
         found = await memories.get(
-            session, scope=scope, memory_id=memory_id,
-            statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED))
+            session,
+            scope=scope,
+            memory_id=memory_id,
+            statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED),
+        )
         if found is None:
             raise MemoryNotFound(f"no memory {memory_id} for this user")
         chain = await memories.history_chain(session, memory_id=memory_id)
-        versions = [m for i in chain if (m := await memories.get(
-            session, scope=scope, memory_id=i,
-            statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED))) is not None]
+        versions = [
+            m
+            for i in chain
+            if (
+                m := await memories.get(
+                    session,
+                    scope=scope,
+                    memory_id=i,
+                    statuses=(Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED),
+                )
+            )
+            is not None
+        ]
         # So does the rolling summary of a chat that took in the memory's message.
         chain += await chat_summary.withdraw_for_forgotten(session, forgotten=versions)
         # A summary that repeats a forgotten memory goes too; its other sources come back.
         for source in list(chain):
             for summary in await consolidation_store.summaries_containing(
-                    session, scope=scope, memory_id=source):
-                await consolidation_store.restore_sources(session, scope=scope,
-                                                          summary_id=summary.id, at=now)
+                session, scope=scope, memory_id=source
+            ):
+                await consolidation_store.restore_sources(
+                    session, scope=scope, summary_id=summary.id, at=now
+                )
                 chain.append(summary.id)
         chain = list(dict.fromkeys(chain))
         await memories.tombstone(session, memory_ids=chain, at=now)
         await audit.scrub(session, memory_ids=chain)
         # A profile written from a forgotten memory is withdrawn in the same transaction.
         withdrawn = await profiles.withdraw_using(session, memory_ids=chain)
-        await audit.record(session, memory_id=memory_id, owner_id=found.owner_id, actor=actor,
-                           action="forget", reason="forgotten by the user")
+        await audit.record(
+            session,
+            memory_id=memory_id,
+            owner_id=found.owner_id,
+            actor=actor,
+            action="forget",
+            reason="forgotten by the user",
+        )
     for forgotten in chain:
         rt.relevance_cache.forget(forgotten)
     for user_id in withdrawn:

@@ -64,18 +64,24 @@ async def refresh(rt: Runtime) -> RefreshResult:
     dropped: list[str] = []
     failed: list[str] = []
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        locked = await (await conn.execute("SELECT pg_try_advisory_lock(%s)",
-                                           (LOCK_KEY,))).fetchone()
+        locked = await (
+            await conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,))
+        ).fetchone()
         if not locked or not locked[0]:
             return RefreshResult(busy=True)
         try:
             existing = await owner_indexes.existing_indexes(conn)
-            counts = (await owner_indexes.cell_counts(conn, min_rows=max(threshold // 2, 1))
-                      if threshold > 0 else {})
+            counts = (
+                await owner_indexes.cell_counts(conn, min_rows=max(threshold // 2, 1))
+                if threshold > 0
+                else {}
+            )
             wanted: dict[str, tuple[str, Scope]] = {}
             for cell, rows in sorted(counts.items(), key=lambda item: -item[1]):
-                names = {owner_indexes.ann_index_name(cell, model=model, dimension=dimension):
-                         "ann", owner_indexes.fts_index_name(cell): "fts"}
+                names = {
+                    owner_indexes.ann_index_name(cell, model=model, dimension=dimension): "ann",
+                    owner_indexes.fts_index_name(cell): "fts",
+                }
                 if rows >= threshold or any(existing.get(name) for name in names):
                     wanted.update({name: (kind, cell) for name, kind in names.items()})
             for name, valid in existing.items():
@@ -87,8 +93,9 @@ async def refresh(rt: Runtime) -> RefreshResult:
                     continue
                 try:
                     if kind == "ann":
-                        await owner_indexes.create_ann_index(conn, cell, model=model,
-                                                             dimension=dimension)
+                        await owner_indexes.create_ann_index(
+                            conn, cell, model=model, dimension=dimension
+                        )
                     else:
                         await owner_indexes.create_fts_index(conn, cell)
                     built.append(name)

@@ -21,8 +21,9 @@ PROFILE_TASK = "refresh_profile"
 PROFILE_QUEUE = "profiles"
 
 
-async def refresh_profile(rt: Runtime, *, user_id: str, view: ProfileView,
-                          user_name: str | None = None) -> str:
+async def refresh_profile(
+    rt: Runtime, *, user_id: str, view: ProfileView, user_name: str | None = None
+) -> str:
     """(Re)write one profile if its sources changed.
 
     Returns:
@@ -33,8 +34,9 @@ async def refresh_profile(rt: Runtime, *, user_id: str, view: ProfileView,
     """
     scope = policy.view_scope(user_id, view)
     async with rt.db.unit_of_work() as session:
-        recent, total = await memories.list_memories(session, scope=scope,
-                                                     limit=policy.SOURCE_MEMORIES, offset=0)
+        recent, total = await memories.list_memories(
+            session, scope=scope, limit=policy.SOURCE_MEMORIES, offset=0
+        )
         current = await profiles.get(session, user_id=user_id, view=view.value)
         if total < policy.MIN_MEMORIES:
             if current is not None:
@@ -45,19 +47,25 @@ async def refresh_profile(rt: Runtime, *, user_id: str, view: ProfileView,
         return "unchanged"
     if not rt.llm.configured:
         return "skipped"
-    answer = await rt.llm.complete(policy.build_messages(user_name=user_name, memories=recent),
-                                   max_tokens=400, temperature=0.2)
+    answer = await rt.llm.complete(
+        policy.build_messages(user_name=user_name, memories=recent), max_tokens=400, temperature=0.2
+    )
     text = policy.clean_profile(answer)
     if not text:
         return "unchanged"
     async with rt.db.unit_of_work() as session:
         # Sources forgotten while the LLM was writing must not come back through the profile.
-        still, _ = await memories.list_memories(session, scope=scope,
-                                                limit=policy.SOURCE_MEMORIES, offset=0)
+        still, _ = await memories.list_memories(
+            session, scope=scope, limit=policy.SOURCE_MEMORIES, offset=0
+        )
         if policy.fingerprint(still) != mark:
             return "unchanged"
-        await profiles.put(session, profile=profiles.Profile(
-            user_id, view.value, text, tuple(m.id for m in recent), mark, datetime.now(UTC)))
+        await profiles.put(
+            session,
+            profile=profiles.Profile(
+                user_id, view.value, text, tuple(m.id for m in recent), mark, datetime.now(UTC)
+            ),
+        )
     drop_cached(user_id)
     return "written"
 
@@ -67,7 +75,8 @@ async def request_refresh(rt: Runtime, *, user_id: str) -> None:
     for view in ProfileView:
         try:
             await rt.jobs.configure_task(
-                PROFILE_TASK, queue=PROFILE_QUEUE,
+                PROFILE_TASK,
+                queue=PROFILE_QUEUE,
                 queueing_lock=f"profile:{user_id}:{view.value}",
             ).defer_async(user_id=user_id, view=view.value)
         except job_errors.AlreadyEnqueued:
@@ -97,8 +106,9 @@ async def profile_for(rt: Runtime, *, user_id: str, collaborative: bool) -> str 
         return await read_profile(rt, session, user_id=user_id, collaborative=collaborative)
 
 
-async def read_profile(rt: Runtime, session: AsyncSession, *, user_id: str,
-                       collaborative: bool) -> str | None:
+async def read_profile(
+    rt: Runtime, session: AsyncSession, *, user_id: str, collaborative: bool
+) -> str | None:
     """`profile_for` within the caller's unit of work."""
     view = policy.view_for(collaborative=collaborative)
     found = await profiles.get(session, user_id=user_id, view=view.value)

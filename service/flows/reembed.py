@@ -27,8 +27,7 @@ from service.storage import vectors
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REEMBED_QUEUE", "REEMBED_TASK", "ReembedProgress", "defer",
-           "prepare", "run_reembed"]
+__all__ = ["REEMBED_QUEUE", "REEMBED_TASK", "ReembedProgress", "defer", "prepare", "run_reembed"]
 
 REEMBED_TASK = "reembed_memories"
 REEMBED_QUEUE = "reembed"
@@ -59,8 +58,12 @@ async def prepare(rt: Runtime) -> int:
         cleared = await vectors.clear_foreign(session, model=model)
         waiting = await vectors.count_pending(session, model=model)
     if cleared:
-        log.warning("the embedding model is now %s: %d memories will be re-embedded in the "
-                    "background (keyword search finds them meanwhile)", model, cleared)
+        log.warning(
+            "the embedding model is now %s: %d memories will be re-embedded in the "
+            "background (keyword search finds them meanwhile)",
+            model,
+            cleared,
+        )
     if waiting:
         await defer(rt)
     return waiting
@@ -69,14 +72,18 @@ async def prepare(rt: Runtime) -> int:
 async def defer(rt: Runtime) -> None:
     """Queue one re-embedding job (a second waiting one is not added)."""
     try:
-        await rt.jobs.configure_task(REEMBED_TASK, queue=REEMBED_QUEUE,
-                                     queueing_lock=REEMBED_TASK).defer_async()
+        await rt.jobs.configure_task(
+            REEMBED_TASK, queue=REEMBED_QUEUE, queueing_lock=REEMBED_TASK
+        ).defer_async()
     except job_errors.AlreadyEnqueued:
         log.debug("a re-embedding job is already waiting")
 
 
 async def run_reembed(
-    rt: Runtime, *, batch_size: int = BATCH_SIZE, budget_s: float = JOB_BUDGET_S,
+    rt: Runtime,
+    *,
+    batch_size: int = BATCH_SIZE,
+    budget_s: float = JOB_BUDGET_S,
     max_batches: int = JOB_MAX_BATCHES,
 ) -> ReembedProgress:
     """Embed waiting memories with the loaded model, batch by batch, within a budget.
@@ -96,8 +103,9 @@ async def run_reembed(
             break
         embedded = await rt.encoder.encode([m.content for m in batch])
         async with rt.db.unit_of_work() as session:
-            written = await vectors.store_vectors(session, items=batch, vectors=embedded,
-                                                  model=model)
+            written = await vectors.store_vectors(
+                session, items=batch, vectors=embedded, model=model
+            )
         stored += written
         if written == 0 or time.monotonic() >= deadline:
             break

@@ -25,11 +25,10 @@ async def apply_llm_tier(
     if not middle:
         return items
     try:
-        scores = await rt.relevance_cache.scores(rt.llm, query=query,
-                                                 memories=[f.candidate.memory for f in middle])
+        scores = await rt.relevance_cache.scores(
+            rt.llm, query=query, memories=[f.candidate.memory for f in middle]
+        )
     except Exception as exc:
         log.warning("LLM relevance tier skipped: %s", exc)
         return items
-    return [f for f in items
-            if f not in middle or scores.get(f.candidate.memory.id, 1.0) >= 0.5]
-
+    return [f for f in items if f not in middle or scores.get(f.candidate.memory.id, 1.0) >= 0.5]

@@ -41,7 +41,12 @@ NOTHING = TurnReminders([], None, "", None)
 
 
 async def for_turn(
-    rt: Runtime, *, chat: ChatContext, message: str, now: datetime, message_id: str | None,
+    rt: Runtime,
+    *,
+    chat: ChatContext,
+    message: str,
+    now: datetime,
+    message_id: str | None,
 ) -> TurnReminders:
     """Fire the sender's due reminders and set the one this message asks for.
 
@@ -62,8 +67,9 @@ async def for_turn(
     request = None
     if reminder_parsing.mentions_request(message):
         try:
-            request = await asyncio.to_thread(reminder_parsing.find_request, message, now=now,
-                                              zone_name=chat.timezone)
+            request = await asyncio.to_thread(
+                reminder_parsing.find_request, message, now=now, zone_name=chat.timezone
+            )
         except Exception:
             log.exception("could not read a reminder request")
     owner = policy.owner_of(chat)
@@ -77,8 +83,12 @@ async def for_turn(
             log.exception("could not look for due reminders")
     if request is not None:
         outcome = await _settle(rt, chat=chat, owner=owner, request=request, now=now, key=key)
-    return TurnReminders(due, outcome, policy.render_section(due, outcome, zone=zone),
-                         policy.notice(due, outcome, zone=zone))
+    return TurnReminders(
+        due,
+        outcome,
+        policy.render_section(due, outcome, zone=zone),
+        policy.notice(due, outcome, zone=zone),
+    )
 
 
 def _source_key(chat: ChatContext, *, message: str, message_id: str | None) -> str:
@@ -89,7 +99,13 @@ def _source_key(chat: ChatContext, *, message: str, message_id: str | None) -> s
 
 
 async def _fire(
-    rt: Runtime, *, user_id: str, chat: ChatContext, message: str, now: datetime, key: str,
+    rt: Runtime,
+    *,
+    user_id: str,
+    chat: ChatContext,
+    message: str,
+    now: datetime,
+    key: str,
 ) -> list[Reminder]:
     if user_id in rt.reminders_none_pending:
         return []  # most users have no reminder waiting: no query on their inlets
@@ -103,15 +119,22 @@ async def _fire(
             vectors = await rt.encoder.encode([r.cue or "" for r in stale])
             async with rt.db.unit_of_work() as session:
                 for reminder, vector in zip(stale, vectors, strict=True):
-                    await reminders.store_cue_vector(session, user_id=user_id,
-                                                     seq=reminder.seq, vector=vector, model=model)
+                    await reminders.store_cue_vector(
+                        session, user_id=user_id, seq=reminder.seq, vector=vector, model=model
+                    )
         rt.reminder_cues_current[(user_id, model)] = True
     vector = await rt.encoder.encode_one(message)  # cached: the ranking reuses it
     async with rt.db.unit_of_work() as session:
         due = await reminders.fire(
-            session, user_id=user_id, now=now, query_vector=vector, model=model,
-            min_similarity=rt.settings.reminder_similarity, chat_id=chat.chat_id,
-            except_key=key)
+            session,
+            user_id=user_id,
+            now=now,
+            query_vector=vector,
+            model=model,
+            min_similarity=rt.settings.reminder_similarity,
+            chat_id=chat.chat_id,
+            except_key=key,
+        )
         if not await reminders.has_pending(session, user_id=user_id):
             rt.reminders_none_pending[user_id] = True
     due.sort(key=lambda r: (r.due_at or r.created_at, r.seq))
@@ -119,22 +142,37 @@ async def _fire(
 
 
 async def _settle(
-    rt: Runtime, *, chat: ChatContext, owner: str | None,
-    request: reminder_parsing.ReminderRequest, now: datetime, key: str,
+    rt: Runtime,
+    *,
+    chat: ChatContext,
+    owner: str | None,
+    request: reminder_parsing.ReminderRequest,
+    now: datetime,
+    key: str,
 ) -> RequestOutcome | None:
     """Set the requested reminder, or say why not (where first: no chat but a private one
     would set it, however it was phrased)."""
     if owner is None:
-        reason = (policy.NOT_IN_TEMPORARY_CHAT if chat.kind is ChatKind.TEMPORARY
-                  else policy.NOT_IN_SHARED_CHAT)
+        reason = (
+            policy.NOT_IN_TEMPORARY_CHAT
+            if chat.kind is ChatKind.TEMPORARY
+            else policy.NOT_IN_SHARED_CHAT
+        )
         return RequestOutcome(request.text, None, reason)
     if request.problem is not None:
         return RequestOutcome(request.text, None, request.problem)
     assert request.trigger is not None
     try:
-        reminder = await _store(rt, user_id=owner, content=request.content,
-                                trigger=request.trigger, timezone=chat.timezone, now=now,
-                                source_chat_id=chat.chat_id or None, source_key=key)
+        reminder = await _store(
+            rt,
+            user_id=owner,
+            content=request.content,
+            trigger=request.trigger,
+            timezone=chat.timezone,
+            now=now,
+            source_chat_id=chat.chat_id or None,
+            source_key=key,
+        )
     except Exception:
         log.exception("could not store a reminder")
         return RequestOutcome(request.text, None, NOT_SAVED)
@@ -144,8 +182,15 @@ async def _settle(
 
 
 async def _store(
-    rt: Runtime, *, user_id: str, content: str, trigger: reminder_parsing.Trigger,
-    timezone: str | None, now: datetime, source_chat_id: str | None, source_key: str,
+    rt: Runtime,
+    *,
+    user_id: str,
+    content: str,
+    trigger: reminder_parsing.Trigger,
+    timezone: str | None,
+    now: datetime,
+    source_chat_id: str | None,
+    source_key: str,
 ) -> Reminder:
     # never stored as plain text, as for memories (DESIGN §5.5)
     content = safety.redact_secrets(content)
@@ -155,11 +200,20 @@ async def _store(
         cue_vector = await rt.encoder.encode_one(cue)
     async with rt.db.unit_of_work() as session:
         stored = await reminders.insert(
-            session, user_id=user_id, content=content, trigger=trigger.kind,
-            due_at=trigger.due_at, all_day=trigger.all_day,
-            timezone=policy.resolve_zone(timezone)[1], cue=cue, cue_vector=cue_vector,
+            session,
+            user_id=user_id,
+            content=content,
+            trigger=trigger.kind,
+            due_at=trigger.due_at,
+            all_day=trigger.all_day,
+            timezone=policy.resolve_zone(timezone)[1],
+            cue=cue,
+            cue_vector=cue_vector,
             embedding_model=rt.encoder.model_name if cue_vector is not None else None,
-            source_chat_id=source_chat_id, source_key=source_key, created_at=now)
+            source_chat_id=source_chat_id,
+            source_key=source_key,
+            created_at=now,
+        )
     rt.reminders_none_pending.pop(user_id, None)  # after the commit: the next inlet sees it
     return stored
 
@@ -168,7 +222,10 @@ async def _store(
 
 
 async def list_for_user(
-    rt: Runtime, *, user_id: str, fired_since: datetime | None = None,
+    rt: Runtime,
+    *,
+    user_id: str,
+    fired_since: datetime | None = None,
 ) -> list[Reminder]:
     """The user's pending reminders and fired ones (since `fired_since`; None: all)."""
     async with rt.db.unit_of_work() as session:
@@ -201,8 +258,9 @@ async def cancel_for_user(rt: Runtime, *, user_id: str, code: str) -> Reminder:
     """
     found = await get_for_user(rt, user_id=user_id, code=code)
     async with rt.db.unit_of_work() as session:
-        cancelled = await reminders.cancel(session, user_id=user_id, seqs=[found.seq],
-                                           at=datetime.now(UTC))
+        cancelled = await reminders.cancel(
+            session, user_id=user_id, seqs=[found.seq], at=datetime.now(UTC)
+        )
     if not cancelled:
         raise ReminderNotFound(f"no reminder {code} for this user")
     return found
@@ -212,12 +270,20 @@ async def cancel_all(rt: Runtime, *, user_id: str) -> int:
     """Cancel every reminder of the user (`/memory forget all`). Returns how many."""
     async with rt.db.unit_of_work() as session:
         kept = await reminders.list_for_user(session, user_id=user_id, fired_since=None)
-        return len(await reminders.cancel(session, user_id=user_id,
-                                          seqs=[r.seq for r in kept], at=datetime.now(UTC)))
+        return len(
+            await reminders.cancel(
+                session, user_id=user_id, seqs=[r.seq for r in kept], at=datetime.now(UTC)
+            )
+        )
 
 
 async def create_for_user(
-    rt: Runtime, *, user_id: str, content: str, due_at: datetime | None, cue: str | None,
+    rt: Runtime,
+    *,
+    user_id: str,
+    content: str,
+    due_at: datetime | None,
+    cue: str | None,
     timezone: str | None,
 ) -> Reminder:
     """Set a reminder given its parts (the HTTP API), due at `due_at` or when `cue` comes up.
@@ -234,14 +300,25 @@ async def create_for_user(
     if (due_at is None) == (cue is None or not cue.strip()):
         raise InvalidInput("give either due_at (a time) or cue (a topic), not both or neither")
     if timezone is not None and policy.resolve_zone(timezone)[1] != timezone.strip():
-        raise InvalidInput(f"unknown time zone {timezone!r}; use an IANA name such as "
-                           "Europe/Berlin")
-    trigger = (reminder_parsing.Trigger(TriggerKind.TIME, due_at=due_at) if due_at is not None
-               else reminder_parsing.Trigger(TriggerKind.CONTEXT, cue=(cue or "").strip()))
+        raise InvalidInput(
+            f"unknown time zone {timezone!r}; use an IANA name such as Europe/Berlin"
+        )
+    trigger = (
+        reminder_parsing.Trigger(TriggerKind.TIME, due_at=due_at)
+        if due_at is not None
+        else reminder_parsing.Trigger(TriggerKind.CONTEXT, cue=(cue or "").strip())
+    )
     now = datetime.now(UTC)
-    return await _store(rt, user_id=user_id, content=text, trigger=trigger, timezone=timezone,
-                        now=now, source_chat_id=None, source_key=f"api:{now.isoformat()}:"
-                        f"{hashlib.sha256(text.encode()).hexdigest()[:16]}")
+    return await _store(
+        rt,
+        user_id=user_id,
+        content=text,
+        trigger=trigger,
+        timezone=timezone,
+        now=now,
+        source_chat_id=None,
+        source_key=f"api:{now.isoformat()}:{hashlib.sha256(text.encode()).hexdigest()[:16]}",
+    )
 
 
 # --- `/memory reminders` and `/memory forget r-…` ---------------------------------------------
@@ -252,8 +329,9 @@ async def list_command(rt: Runtime, *, chat: ChatContext, now: datetime | None) 
     if not policy.may_list(chat):
         return "Reminders are personal and never shown in a shared chat."
     at = now or datetime.now(UTC)
-    kept = await list_for_user(rt, user_id=chat.user_id,
-                               fired_since=at - timedelta(days=policy.DONE_LISTED_DAYS))
+    kept = await list_for_user(
+        rt, user_id=chat.user_id, fired_since=at - timedelta(days=policy.DONE_LISTED_DAYS)
+    )
     return policy.list_text(kept, now=at, zone=policy.resolve_zone(chat.timezone)[0])
 
 
@@ -269,10 +347,13 @@ async def forget_command(rt: Runtime, *, chat: ChatContext, token: str) -> str:
     try:
         found = await cancel_for_user(rt, user_id=chat.user_id, code=token)
     except ReminderNotFound as exc:
-        raise InvalidInput(f"there is no reminder {token.strip().lstrip('#')} that this chat "
-                           "may see") from exc
+        raise InvalidInput(
+            f"there is no reminder {token.strip().lstrip('#')} that this chat may see"
+        ) from exc
     zone = policy.resolve_zone(chat.timezone)[0]
     state = "" if found.state is ReminderState.PENDING else " (it had already been shown)"
-    return (f"Cancelled reminder `{found.code}`{state}: "
-            f"{commands.escape_markdown(policy.describe_trigger(found, zone))} · "
-            f"{commands.escape_markdown(found.content)}")
+    return (
+        f"Cancelled reminder `{found.code}`{state}: "
+        f"{commands.escape_markdown(policy.describe_trigger(found, zone))} · "
+        f"{commands.escape_markdown(found.content)}"
+    )

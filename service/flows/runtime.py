@@ -33,11 +33,13 @@ class Runtime:
     owner_indexes: IndexRegistry = field(default_factory=IndexRegistry)
     #: (user, model) pairs whose reminder cues all carry that model's vectors (checked hourly)
     reminder_cues_current: TTLCache[tuple[str, str], bool] = field(
-        default_factory=lambda: TTLCache(maxsize=50_000, ttl=3600))
+        default_factory=lambda: TTLCache(maxsize=50_000, ttl=3600)
+    )
     #: users seen with no pending reminder; set anew by this process, or after 30 s when
     #: another service process set one
     reminders_none_pending: TTLCache[str, bool] = field(
-        default_factory=lambda: TTLCache(maxsize=100_000, ttl=30))
+        default_factory=lambda: TTLCache(maxsize=100_000, ttl=30)
+    )
 
     def ranking_params(self, budget_tokens: int | None = None) -> RankingParams:
         s = self.settings

@@ -44,9 +44,11 @@ def chat_from_json(data: dict[str, Any]) -> ChatContext:
 
 def batch_policy(settings: Settings) -> batching.BatchPolicy:
     """The batching thresholds of these settings."""
-    return batching.BatchPolicy(max_tokens=settings.batch_tokens,
-                                max_messages=settings.batch_messages,
-                                lookback_turns=settings.batch_lookback_turns)
+    return batching.BatchPolicy(
+        max_tokens=settings.batch_tokens,
+        max_messages=settings.batch_messages,
+        lookback_turns=settings.batch_lookback_turns,
+    )
 
 
 def pending_view(turn: Turn) -> batching.PendingTurn:
@@ -55,13 +57,22 @@ def pending_view(turn: Turn) -> batching.PendingTurn:
     user = str(texts.get("user") or "")
     tokens = turn.estimated_tokens or batching.turn_tokens(user, texts.get("assistant"))
     return batching.PendingTurn(
-        turn_id=turn.id, tokens=tokens, remember=batching.asks_to_remember(user),
-        context=json.dumps(turn.payload.get("chat"), sort_keys=True))
+        turn_id=turn.id,
+        tokens=tokens,
+        remember=batching.asks_to_remember(user),
+        context=json.dumps(turn.payload.get("chat"), sort_keys=True),
+    )
 
 
 async def accept_turn(
-    rt: Runtime, *, chat: ChatContext, user_message_id: str, user_message: str,
-    assistant_message: str | None, history: list[tuple[str, str]], occurred_at: datetime | None,
+    rt: Runtime,
+    *,
+    chat: ChatContext,
+    user_message_id: str,
+    user_message: str,
+    assistant_message: str | None,
+    history: list[tuple[str, str]],
+    occurred_at: datetime | None,
 ) -> tuple[str, str]:
     """Store the turn and queue its extraction; answers before any extraction work.
 
@@ -76,29 +87,42 @@ async def accept_turn(
     if commands.is_command(user_message):
         return "skipped", "memory commands are not remembered"
     # Redacted before they are stored: a parked turn must hold no credentials.
-    texts = {"user": safety.redact_secrets(user_message),
-             "assistant": safety.redact_secrets(assistant_message or "") or None,
-             "history": [[role, safety.redact_secrets(text)] for role, text in history]}
+    texts = {
+        "user": safety.redact_secrets(user_message),
+        "assistant": safety.redact_secrets(assistant_message or "") or None,
+        "history": [[role, safety.redact_secrets(text)] for role, text in history],
+    }
     payload = {
         "chat": chat_to_json(chat),
         "occurred_at": occurred_at.isoformat() if occurred_at else None,
         "texts": texts,
     }
-    digest = batching.message_hash(chat_id=chat.chat_id, user_id=chat.user_id,
-                                   user_message=texts["user"],
-                                   history=[(r, t) for r, t in texts["history"]])
+    digest = batching.message_hash(
+        chat_id=chat.chat_id,
+        user_id=chat.user_id,
+        user_message=texts["user"],
+        history=[(r, t) for r, t in texts["history"]],
+    )
     async with rt.db.unit_of_work() as session:
         if await user_state.is_paused(session, user_id=chat.user_id):
             return "skipped", "learning is paused for this user (/memory resume)"
         turn_id = await turns.accept(
-            session, chat_id=chat.chat_id, user_message_id=user_message_id,
-            user_id=chat.user_id, payload=payload, message_hash=digest,
-            estimated_tokens=batching.turn_tokens(texts["user"], texts["assistant"]))
+            session,
+            chat_id=chat.chat_id,
+            user_message_id=user_message_id,
+            user_id=chat.user_id,
+            payload=payload,
+            message_hash=digest,
+            estimated_tokens=batching.turn_tokens(texts["user"], texts["assistant"]),
+        )
         due = False
         if turn_id is not None:
             waiting = await turns.pending(session, chat_id=chat.chat_id, user_id=chat.user_id)
-            due = bool(batching.plan_batches([pending_view(t) for t in waiting],
-                                             batch_policy(rt.settings), quiet=False))
+            due = bool(
+                batching.plan_batches(
+                    [pending_view(t) for t in waiting], batch_policy(rt.settings), quiet=False
+                )
+            )
     if turn_id is None:
         return "duplicate", "this turn was already handed over"
     await defer_quiet_check(rt, turn_id=turn_id, user_id=chat.user_id)
@@ -128,7 +152,9 @@ async def defer_extraction(
     lock = f"due:{turn_id}" if due_only else f"turn:{turn_id}"
     try:
         await rt.jobs.configure_task(
-            EXTRACT_TASK, queue=EXTRACTION_QUEUE, queueing_lock=lock,
+            EXTRACT_TASK,
+            queue=EXTRACTION_QUEUE,
+            queueing_lock=lock,
         ).defer_async(turn_id=turn_id, due_only=due_only)
     except job_errors.AlreadyEnqueued:
         log.debug("turn %s of %s already has a waiting job", turn_id, user_id)
@@ -138,7 +164,9 @@ async def defer_quiet_check(rt: Runtime, *, turn_id: int, user_id: str) -> None:
     """Schedule the turn's quiet check `MEMORY_BATCH_QUIET_S` from now (once per turn)."""
     try:
         await rt.jobs.configure_task(
-            QUIET_TASK, queue=EXTRACTION_QUEUE, queueing_lock=f"quiet:{turn_id}",
+            QUIET_TASK,
+            queue=EXTRACTION_QUEUE,
+            queueing_lock=f"quiet:{turn_id}",
             schedule_in={"seconds": rt.settings.batch_quiet_s},
         ).defer_async(turn_id=turn_id)
     except job_errors.AlreadyEnqueued:

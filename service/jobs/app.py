@@ -50,14 +50,22 @@ def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
             if attempts + 1 >= max_attempts:
                 await extraction.mark_turn_failed(rt, turn_id=turn_id, error=str(exc))
             raise
-        log.info("turn %s (%s): %s, %s turns in %s batches, %s written", turn_id, mode.value,
-                 outcome.status, outcome.turns, outcome.batches, outcome.written)
+        log.info(
+            "turn %s (%s): %s, %s turns in %s batches, %s written",
+            turn_id,
+            mode.value,
+            outcome.status,
+            outcome.turns,
+            outcome.batches,
+            outcome.written,
+        )
         if outcome.written:
             await profile.request_refresh(rt, user_id=outcome.user_id)
 
     @app.task(name=EXTRACT_TASK, queue=EXTRACTION_QUEUE, pass_context=True, retry=retry)
-    async def extract_turn(context: procrastinate.JobContext, turn_id: int,
-                           due_only: bool = False) -> None:
+    async def extract_turn(
+        context: procrastinate.JobContext, turn_id: int, due_only: bool = False
+    ) -> None:
         # jobs queued before batching carry no due_only: they extract their turn now
         await extract(context, turn_id, RunMode.DUE if due_only else RunMode.FLUSH)
 
@@ -65,8 +73,12 @@ def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
     async def extract_quiet_chat(context: procrastinate.JobContext, turn_id: int) -> None:
         await extract(context, turn_id, RunMode.QUIET)
 
-    @app.task(name=PROFILE_TASK, queue=PROFILE_QUEUE, pass_context=True,
-              retry=procrastinate.RetryStrategy(max_attempts=3, exponential_wait=4))
+    @app.task(
+        name=PROFILE_TASK,
+        queue=PROFILE_QUEUE,
+        pass_context=True,
+        retry=procrastinate.RetryStrategy(max_attempts=3, exponential_wait=4),
+    )
     async def refresh_profile(context: procrastinate.JobContext, user_id: str, view: str) -> None:
         rt: Runtime = context.additional_context["runtime"]
         result = await profile.refresh_profile(rt, user_id=user_id, view=ProfileView(view))
@@ -89,13 +101,24 @@ async def run_workers(rt: Runtime, *, concurrency: int) -> None:
     recovery = asyncio.create_task(_recover_stalled_jobs(rt.jobs), name="stalled-job-recovery")
     try:
         # restarted after a lost database connection (supervision.py)
-        await supervision.keep_running(lambda: rt.jobs.run_worker_async(
-            queues=[EXTRACTION_QUEUE, PROFILE_QUEUE, consolidation_jobs.QUEUE, reembed_jobs.QUEUE],
-            concurrency=concurrency, wait=True,
-            install_signal_handlers=False, additional_context={"runtime": rt},
-            fetch_job_polling_interval=1.0, shutdown_graceful_timeout=10.0,
-            delete_jobs="successful",
-        ), name="job worker")
+        await supervision.keep_running(
+            lambda: rt.jobs.run_worker_async(
+                queues=[
+                    EXTRACTION_QUEUE,
+                    PROFILE_QUEUE,
+                    consolidation_jobs.QUEUE,
+                    reembed_jobs.QUEUE,
+                ],
+                concurrency=concurrency,
+                wait=True,
+                install_signal_handlers=False,
+                additional_context={"runtime": rt},
+                fetch_job_polling_interval=1.0,
+                shutdown_graceful_timeout=10.0,
+                delete_jobs="successful",
+            ),
+            name="job worker",
+        )
     finally:
         recovery.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -107,7 +130,8 @@ async def _recover_stalled_jobs(app: procrastinate.App) -> None:
     while True:
         try:
             stalled: Any = await app.job_manager.get_stalled_jobs(
-                seconds_since_heartbeat=STALLED_AFTER_S)
+                seconds_since_heartbeat=STALLED_AFTER_S
+            )
             for job in stalled:
                 log.warning("retrying stalled job %s (%s)", job.id, job.task_name)
                 try:
@@ -115,7 +139,8 @@ async def _recover_stalled_jobs(app: procrastinate.App) -> None:
                 except procrastinate.exceptions.UniqueViolation:
                     # The turn was queued again at start-up: that job does the work.
                     await app.job_manager.finish_job_by_id_async(
-                        job.id, status=procrastinate.jobs.Status.FAILED, delete_job=True)
+                        job.id, status=procrastinate.jobs.Status.FAILED, delete_job=True
+                    )
         except asyncio.CancelledError:
             raise
         except Exception:

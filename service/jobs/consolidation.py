@@ -30,16 +30,23 @@ def register(app: procrastinate.App) -> None:
     """Register `summarize_all` (periodic) and `consolidate_owner` on `app`."""
 
     @app.periodic(cron=DAILY_CRON, periodic_id=DAILY_PERIODIC_ID)
-    @app.task(name=consolidation.SUMMARIZE_ALL_TASK, queue=consolidation.CONSOLIDATION_QUEUE,
-              pass_context=True)
+    @app.task(
+        name=consolidation.SUMMARIZE_ALL_TASK,
+        queue=consolidation.CONSOLIDATION_QUEUE,
+        pass_context=True,
+    )
     async def summarize_all(context: procrastinate.JobContext, timestamp: int) -> None:
         rt: Runtime = context.additional_context["runtime"]
         await consolidation.run_daily(rt, timestamp=timestamp)
 
-    @app.task(name=consolidation.CONSOLIDATE_OWNER_TASK, queue=consolidation.CONSOLIDATION_QUEUE,
-              pass_context=True)
-    async def consolidate_owner(context: procrastinate.JobContext, owner_kind: str,
-                                owner_id: str) -> None:
+    @app.task(
+        name=consolidation.CONSOLIDATE_OWNER_TASK,
+        queue=consolidation.CONSOLIDATION_QUEUE,
+        pass_context=True,
+    )
+    async def consolidate_owner(
+        context: procrastinate.JobContext, owner_kind: str, owner_id: str
+    ) -> None:
         rt: Runtime = context.additional_context["runtime"]
         await consolidation.run_limit(rt, owner_kind=owner_kind, owner_id=owner_id)
 

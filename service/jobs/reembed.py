@@ -29,8 +29,12 @@ QUEUE = reembed.REEMBED_QUEUE
 def register(app: procrastinate.App) -> None:
     """Register `reembed_memories` on `app`."""
 
-    @app.task(name=reembed.REEMBED_TASK, queue=QUEUE, pass_context=True,
-              retry=procrastinate.RetryStrategy(max_attempts=5, exponential_wait=4))
+    @app.task(
+        name=reembed.REEMBED_TASK,
+        queue=QUEUE,
+        pass_context=True,
+        retry=procrastinate.RetryStrategy(max_attempts=5, exponential_wait=4),
+    )
     async def reembed_memories(context: procrastinate.JobContext) -> None:
         rt: Runtime = context.additional_context["runtime"]
         progress = await reembed.run_reembed(rt)
@@ -55,7 +59,15 @@ async def start(rt: Runtime, *, run_workers: bool) -> asyncio.Task[None] | None:
         return None
     return asyncio.create_task(
         rt.jobs.run_worker_async(
-            queues=[QUEUE], concurrency=1, wait=False, install_signal_handlers=False,
-            additional_context={"runtime": rt}, delete_jobs="successful",
-            name="reembed", listen_notify=False, shutdown_graceful_timeout=5.0),
-        name="reembed-worker")
+            queues=[QUEUE],
+            concurrency=1,
+            wait=False,
+            install_signal_handlers=False,
+            additional_context={"runtime": rt},
+            delete_jobs="successful",
+            name="reembed",
+            listen_notify=False,
+            shutdown_graceful_timeout=5.0,
+        ),
+        name="reembed-worker",
+    )

@@ -67,8 +67,15 @@ def _unbalanced(text: str) -> bool:
 class LLMClient:
     """Chat completions against one OpenAI-compatible endpoint."""
 
-    def __init__(self, *, base_url: str | None, model: str | None, api_key: str | None,
-                 timeout_s: float = 60.0, json_mode: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        model: str | None,
+        api_key: str | None,
+        timeout_s: float = 60.0,
+        json_mode: bool = True,
+    ) -> None:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.model = model
         self.json_mode = json_mode
@@ -79,8 +86,14 @@ class LLMClient:
     def configured(self) -> bool:
         return bool(self.base_url and self.model)
 
-    async def complete(self, messages: list[dict[str, str]], *, json_answer: bool = False,
-                       temperature: float = 0.0, max_tokens: int = 1_500) -> str:
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        json_answer: bool = False,
+        temperature: float = 0.0,
+        max_tokens: int = 1_500,
+    ) -> str:
         """The assistant text for `messages`.
 
         Raises:
@@ -89,8 +102,13 @@ class LLMClient:
         """
         if not self.configured:
             raise LLMNotConfigured()
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": False,
-                                "temperature": temperature, "max_tokens": max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "stream": False,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
         if json_answer and self.json_mode:
             body["response_format"] = {"type": "json_object"}
         url = f"{self.base_url}/chat/completions"

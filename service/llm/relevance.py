@@ -30,12 +30,14 @@ class RelevanceCache:
     def __init__(self, *, size: int = 10_000, index_size: int = 5_000) -> None:
         self._scores: LRUCache[tuple[str, uuid.UUID, int], float] = LRUCache(maxsize=size)
         self._by_memory: LRUCache[uuid.UUID, set[tuple[str, uuid.UUID, int]]] = LRUCache(
-            maxsize=index_size)
+            maxsize=index_size
+        )
         self.hits = 0
         self.misses = 0
 
-    async def scores(self, llm: LLMClient, *, query: str,
-                     memories: Sequence[Memory]) -> dict[uuid.UUID, float]:
+    async def scores(
+        self, llm: LLMClient, *, query: str, memories: Sequence[Memory]
+    ) -> dict[uuid.UUID, float]:
         """Score of each memory for `query` in [0, 1]; one LLM call for the uncached ones.
 
         Raises:
@@ -55,9 +57,13 @@ class RelevanceCache:
         if missing:
             notes = "\n".join(f"[n{i + 1}] {m.content}" for i, m in enumerate(missing))
             answer = await llm.complete(
-                [{"role": "system", "content": PROMPT},
-                 {"role": "user", "content": f"Message: {query}\n\nNotes:\n{notes}"}],
-                json_answer=True, max_tokens=300)
+                [
+                    {"role": "system", "content": PROMPT},
+                    {"role": "user", "content": f"Message: {query}\n\nNotes:\n{notes}"},
+                ],
+                json_answer=True,
+                max_tokens=300,
+            )
             data = decode_json_answer(answer)
             data = data if isinstance(data, dict) else {}
             for i, memory in enumerate(missing):

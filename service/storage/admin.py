@@ -16,8 +16,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.storage.tables import TurnRow
 from service.storage.turns import TurnStatus
 
-__all__ = ["DatabaseFacts", "RequeueResult", "TurnSummary", "database_facts", "job_counts",
-           "list_turns", "requeue_failed"]
+__all__ = [
+    "DatabaseFacts",
+    "RequeueResult",
+    "TurnSummary",
+    "database_facts",
+    "job_counts",
+    "list_turns",
+    "requeue_failed",
+]
 
 ERROR_MAX_CHARS = 300
 """Longest error sentence returned in a listing (characters)."""
@@ -66,20 +73,42 @@ async def list_turns(
     """
     has_texts = TurnRow.payload.has_key("texts").label("has_texts")
     stmt = (
-        select(TurnRow.id, TurnRow.chat_id, TurnRow.user_message_id, TurnRow.user_id,
-               TurnRow.status, TurnRow.error, TurnRow.memories_written, TurnRow.created_at,
-               TurnRow.finished_at, has_texts)
+        select(
+            TurnRow.id,
+            TurnRow.chat_id,
+            TurnRow.user_message_id,
+            TurnRow.user_id,
+            TurnRow.status,
+            TurnRow.error,
+            TurnRow.memories_written,
+            TurnRow.created_at,
+            TurnRow.finished_at,
+            has_texts,
+        )
         .where(TurnRow.status == status.value)
         .order_by(TurnRow.id.desc())
         .limit(limit)
         .offset(offset)
     )
     rows = (await session.execute(stmt)).all()
-    total = (await session.execute(
-        select(func.count()).where(TurnRow.status == status.value))).scalar_one()
-    items = [TurnSummary(int(r.id), r.chat_id, r.user_message_id, r.user_id,
-                         TurnStatus(r.status), _first_line(r.error), int(r.memories_written or 0),
-                         r.created_at, r.finished_at, bool(r.has_texts)) for r in rows]
+    total = (
+        await session.execute(select(func.count()).where(TurnRow.status == status.value))
+    ).scalar_one()
+    items = [
+        TurnSummary(
+            int(r.id),
+            r.chat_id,
+            r.user_message_id,
+            r.user_id,
+            TurnStatus(r.status),
+            _first_line(r.error),
+            int(r.memories_written or 0),
+            r.created_at,
+            r.finished_at,
+            bool(r.has_texts),
+        )
+        for r in rows
+    ]
     return items, int(total)
 
 
@@ -92,9 +121,13 @@ async def requeue_failed(session: AsyncSession, *, turn_id: int) -> tuple[Requeu
     Returns:
         (what happened, the turn's sender id or "" when there is no such turn).
     """
-    row = (await session.execute(
-        select(TurnRow.status, TurnRow.user_id, TurnRow.payload.has_key("texts"))
-        .where(TurnRow.id == turn_id).with_for_update())).first()
+    row = (
+        await session.execute(
+            select(TurnRow.status, TurnRow.user_id, TurnRow.payload.has_key("texts"))
+            .where(TurnRow.id == turn_id)
+            .with_for_update()
+        )
+    ).first()
     if row is None:
         return RequeueResult.NOT_FOUND, ""
     status, user_id, has_texts = row
@@ -103,18 +136,23 @@ async def requeue_failed(session: AsyncSession, *, turn_id: int) -> tuple[Requeu
     if not has_texts:
         return RequeueResult.NO_TEXTS, str(user_id)
     await session.execute(
-        update(TurnRow).where(TurnRow.id == turn_id)
-        .values(status=TurnStatus.QUEUED.value, error=None, finished_at=None))
+        update(TurnRow)
+        .where(TurnRow.id == turn_id)
+        .values(status=TurnStatus.QUEUED.value, error=None, finished_at=None)
+    )
     return RequeueResult.REQUEUED, str(user_id)
 
 
 async def job_counts(session: AsyncSession) -> dict[tuple[str, str], int]:
     """(queue, status) → jobs waiting (`todo`), running (`doing`) or due later
     (`scheduled`: the quiet checks of recent turns) in the job queue."""
-    rows = await session.execute(text(
-        "SELECT queue_name, CASE WHEN status = 'todo' AND scheduled_at > now() "
-        "THEN 'scheduled' ELSE status::text END AS state, count(*) FROM procrastinate_jobs "
-        "WHERE status IN ('todo', 'doing') GROUP BY queue_name, state"))
+    rows = await session.execute(
+        text(
+            "SELECT queue_name, CASE WHEN status = 'todo' AND scheduled_at > now() "
+            "THEN 'scheduled' ELSE status::text END AS state, count(*) FROM procrastinate_jobs "
+            "WHERE status IN ('todo', 'doing') GROUP BY queue_name, state"
+        )
+    )
     return {(str(q), str(s)): int(n) for q, s, n in rows.all()}
 
 
@@ -130,9 +168,12 @@ class DatabaseFacts:
 async def database_facts(session: AsyncSession) -> DatabaseFacts:
     """The server's version and the pgvector extension's (installed and available)."""
     server = (await session.execute(text("SHOW server_version"))).scalar_one()
-    installed = (await session.execute(text(
-        "SELECT extversion FROM pg_extension WHERE extname = 'vector'"))).scalar()
-    available = (await session.execute(text(
-        "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"))).scalar()
-    return DatabaseFacts(str(server), installed and str(installed),
-                         available and str(available))
+    installed = (
+        await session.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
+    ).scalar()
+    available = (
+        await session.execute(
+            text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+        )
+    ).scalar()
+    return DatabaseFacts(str(server), installed and str(installed), available and str(available))

@@ -25,13 +25,28 @@ def snapshot(memory: Memory) -> dict[str, Any]:
 
 
 async def record(
-    session: AsyncSession, *, memory_id: uuid.UUID, owner_id: str, actor: str, action: str,
-    reason: str | None = None, before: dict[str, Any] | None = None,
+    session: AsyncSession,
+    *,
+    memory_id: uuid.UUID,
+    owner_id: str,
+    actor: str,
+    action: str,
+    reason: str | None = None,
+    before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
 ) -> None:
     """Append one audit event (flushed with the change it describes)."""
-    session.add(MemoryEventRow(memory_id=memory_id, owner_id=owner_id, actor=actor, action=action,
-                               reason=reason, before=before, after=after))
+    session.add(
+        MemoryEventRow(
+            memory_id=memory_id,
+            owner_id=owner_id,
+            actor=actor,
+            action=action,
+            reason=reason,
+            before=before,
+            after=after,
+        )
+    )
     await session.flush()
 
 
@@ -52,8 +67,11 @@ async def count_for(session: AsyncSession, *, memory_id: uuid.UUID) -> int:
 
 async def chats_written_by(session: AsyncSession, *, actor: str) -> list[str]:
     """Chat ids whose Chat Memory `actor` (e.g. "user:u1") wrote, from the audit trail."""
-    stmt = (select(MemoryRow.owner_id).distinct()
-            .join(MemoryEventRow, MemoryEventRow.memory_id == MemoryRow.id)
-            .where(MemoryRow.owner_kind == OwnerKind.CHAT.value, MemoryEventRow.actor == actor)
-            .order_by(MemoryRow.owner_id))
+    stmt = (
+        select(MemoryRow.owner_id)
+        .distinct()
+        .join(MemoryEventRow, MemoryEventRow.memory_id == MemoryRow.id)
+        .where(MemoryRow.owner_kind == OwnerKind.CHAT.value, MemoryEventRow.actor == actor)
+        .order_by(MemoryRow.owner_id)
+    )
     return [str(c) for c in (await session.execute(stmt)).scalars()]

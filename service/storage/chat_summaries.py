@@ -34,31 +34,57 @@ async def lock_chat(session: AsyncSession, *, chat_id: str) -> None:
     Senders of a shared chat are extracted in parallel; their summary updates take turns.
     """
     await session.execute(
-        select(func.pg_advisory_xact_lock(func.hashtextextended("memory-chat:" + chat_id, 0))))
+        select(func.pg_advisory_xact_lock(func.hashtextextended("memory-chat:" + chat_id, 0)))
+    )
 
 
 async def get(session: AsyncSession, *, chat_id: str) -> ChatSummaryState | None:
     """The chat's summary link, or None when the chat has no summary yet."""
-    row = (await session.execute(
-        select(ChatSummaryRow).where(ChatSummaryRow.chat_id == chat_id))).scalar()
+    row = (
+        await session.execute(select(ChatSummaryRow).where(ChatSummaryRow.chat_id == chat_id))
+    ).scalar()
     if row is None:
         return None
-    return ChatSummaryState(row.chat_id, row.memory_id, row.last_message_hash, row.last_turn_id,
-                            row.turns_covered, row.versions, row.updated_at)
+    return ChatSummaryState(
+        row.chat_id,
+        row.memory_id,
+        row.last_message_hash,
+        row.last_turn_id,
+        row.turns_covered,
+        row.versions,
+        row.updated_at,
+    )
 
 
 async def save(
-    session: AsyncSession, *, chat_id: str, memory_id: uuid.UUID, last_message_hash: str,
-    last_turn_id: int, turns_added: int, at: datetime,
+    session: AsyncSession,
+    *,
+    chat_id: str,
+    memory_id: uuid.UUID,
+    last_message_hash: str,
+    last_turn_id: int,
+    turns_added: int,
+    at: datetime,
 ) -> None:
     """Point the chat at a new summary version that covers `turns_added` more turns."""
     stmt = pg_insert(ChatSummaryRow).values(
-        chat_id=chat_id, memory_id=memory_id, last_message_hash=last_message_hash,
-        last_turn_id=last_turn_id, turns_covered=turns_added, versions=1, updated_at=at)
+        chat_id=chat_id,
+        memory_id=memory_id,
+        last_message_hash=last_message_hash,
+        last_turn_id=last_turn_id,
+        turns_covered=turns_added,
+        versions=1,
+        updated_at=at,
+    )
     stmt = stmt.on_conflict_do_update(
         index_elements=["chat_id"],
-        set_={"memory_id": memory_id, "last_message_hash": last_message_hash,
-              "last_turn_id": last_turn_id, "updated_at": at,
-              "turns_covered": ChatSummaryRow.turns_covered + turns_added,
-              "versions": ChatSummaryRow.versions + 1})
+        set_={
+            "memory_id": memory_id,
+            "last_message_hash": last_message_hash,
+            "last_turn_id": last_turn_id,
+            "updated_at": at,
+            "turns_covered": ChatSummaryRow.turns_covered + turns_added,
+            "versions": ChatSummaryRow.versions + 1,
+        },
+    )
     await session.execute(stmt)

@@ -57,9 +57,11 @@ async def owners_due(
     """
     stmt = (
         select(MemoryRow.owner_kind, MemoryRow.owner_id)
-        .where(MemoryRow.status == Status.ACTIVE.value,
-               MemoryRow.source_kind.notin_([k.value for k in SourceKind if k.is_summary]),
-               MemoryRow.created_at <= stated_before)
+        .where(
+            MemoryRow.status == Status.ACTIVE.value,
+            MemoryRow.source_kind.notin_([k.value for k in SourceKind if k.is_summary]),
+            MemoryRow.created_at <= stated_before,
+        )
         .group_by(MemoryRow.owner_kind, MemoryRow.owner_id)
         .order_by(MemoryRow.owner_kind, MemoryRow.owner_id)
     )
@@ -70,22 +72,26 @@ async def entries(session: AsyncSession, *, scope: ReadScope) -> list[Entry]:
     """Every active memory in `scope` with its vector and whether it is pinned.
 
     Returns:
-        Entries oldest stated first; `vector` is (d,) float32 (the model's dimension) or None when not embedded;
+        Entries oldest stated first; `vector` is (d,) float32 (the model's dimension) or None
+        when not embedded;
         `pinned` is True for memories an operator restored (audit action "restore").
     """
     if not scope:
         return []
-    pinned = exists().where(MemoryEventRow.memory_id == MemoryRow.id,
-                            MemoryEventRow.action == RESTORE_ACTION)
+    pinned = exists().where(
+        MemoryEventRow.memory_id == MemoryRow.id, MemoryEventRow.action == RESTORE_ACTION
+    )
     stmt = (
         select(MemoryRow, pinned.label("pinned"))
         .where(memories.scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
         .order_by(MemoryRow.created_at, MemoryRow.seq)
     )
     return [
-        Entry(memory=memories.to_record(row),
-              vector=None if row.embedding is None else np.asarray(row.embedding, dtype=np.float32),
-              pinned=bool(is_pinned))
+        Entry(
+            memory=memories.to_record(row),
+            vector=None if row.embedding is None else np.asarray(row.embedding, dtype=np.float32),
+            pinned=bool(is_pinned),
+        )
         for row, is_pinned in (await session.execute(stmt)).all()
     ]
 
@@ -100,7 +106,8 @@ async def lock_owner(session: AsyncSession, *, owner_kind: OwnerKind, owner_id: 
         await turns.lock_sender(session, user_id=owner_id)
         return
     await session.execute(
-        select(func.pg_advisory_xact_lock(func.hashtextextended("memory-folder:" + owner_id, 0))))
+        select(func.pg_advisory_xact_lock(func.hashtextextended("memory-folder:" + owner_id, 0)))
+    )
 
 
 async def current_versions(
@@ -112,8 +119,11 @@ async def current_versions(
         return {}
     stmt = (
         select(MemoryRow.id, MemoryRow.updated_at)
-        .where(memories.scope_filter(scope), MemoryRow.status == Status.ACTIVE.value,
-               MemoryRow.id.in_(list(memory_ids)))
+        .where(
+            memories.scope_filter(scope),
+            MemoryRow.status == Status.ACTIVE.value,
+            MemoryRow.id.in_(list(memory_ids)),
+        )
         .order_by(MemoryRow.seq)
         .with_for_update()
     )
@@ -121,8 +131,14 @@ async def current_versions(
 
 
 async def insert_summary(
-    session: AsyncSession, *, owner_kind: OwnerKind, owner_id: str, draft: SummaryDraft,
-    embedding: np.ndarray, embedding_model: str, at: datetime,
+    session: AsyncSession,
+    *,
+    owner_kind: OwnerKind,
+    owner_id: str,
+    draft: SummaryDraft,
+    embedding: np.ndarray,
+    embedding_model: str,
+    at: datetime,
 ) -> Memory:
     """Store an active summary memory that lists its sources in `summary_of`.
 
@@ -134,26 +150,46 @@ async def insert_summary(
         at: the run's time (tz-aware).
     """
     summary = await memories.insert(
-        session, owner_kind=owner_kind, owner_id=owner_id, bank=draft.bank,
-        content=draft.content, tags=draft.tags, confidence=draft.confidence,
-        source_kind=SourceKind.SUMMARY, source_chat_id=None, source_message_id=None,
-        created_at=draft.last_stated_at, embedding=embedding, embedding_model=embedding_model)
+        session,
+        owner_kind=owner_kind,
+        owner_id=owner_id,
+        bank=draft.bank,
+        content=draft.content,
+        tags=draft.tags,
+        confidence=draft.confidence,
+        source_kind=SourceKind.SUMMARY,
+        source_chat_id=None,
+        source_message_id=None,
+        created_at=draft.last_stated_at,
+        embedding=embedding,
+        embedding_model=embedding_model,
+    )
     await session.execute(
-        update(MemoryRow).where(MemoryRow.id == summary.id)
-        .values(summary_of=list(draft.source_ids), updated_at=at))
+        update(MemoryRow)
+        .where(MemoryRow.id == summary.id)
+        .values(summary_of=list(draft.source_ids), updated_at=at)
+    )
     return dataclasses.replace(summary, updated_at=at)
 
 
 async def archive_into_summary(
-    session: AsyncSession, *, source_ids: Sequence[uuid.UUID], summary_id: uuid.UUID,
+    session: AsyncSession,
+    *,
+    source_ids: Sequence[uuid.UUID],
+    summary_id: uuid.UUID,
     at: datetime,
 ) -> int:
     """Archive active sources with `superseded_by` = `summary_id`; returns rows changed."""
     result = await session.execute(
         update(MemoryRow)
         .where(MemoryRow.id.in_(list(source_ids)), MemoryRow.status == Status.ACTIVE.value)
-        .values(status=Status.ARCHIVED.value, superseded_by=summary_id, updated_at=at,
-                version=MemoryRow.version + 1))
+        .values(
+            status=Status.ARCHIVED.value,
+            superseded_by=summary_id,
+            updated_at=at,
+            version=MemoryRow.version + 1,
+        )
+    )
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
@@ -164,7 +200,8 @@ async def archive(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], at:
     result = await session.execute(
         update(MemoryRow)
         .where(MemoryRow.id.in_(list(memory_ids)), MemoryRow.status == Status.ACTIVE.value)
-        .values(status=Status.ARCHIVED.value, updated_at=at, version=MemoryRow.version + 1))
+        .values(status=Status.ARCHIVED.value, updated_at=at, version=MemoryRow.version + 1)
+    )
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
@@ -178,15 +215,22 @@ async def summary_sources(
     """
     if not scope:
         return []
-    listed = (await session.execute(
-        select(MemoryRow.summary_of).where(memories.scope_filter(scope),
-                                           MemoryRow.id == summary_id))).scalar()
+    listed = (
+        await session.execute(
+            select(MemoryRow.summary_of).where(
+                memories.scope_filter(scope), MemoryRow.id == summary_id
+            )
+        )
+    ).scalar()
     if not listed:
         return []
     stmt = (
         select(MemoryRow)
-        .where(memories.scope_filter(scope), MemoryRow.id.in_(list(listed)),
-               MemoryRow.status != Status.DELETED.value)
+        .where(
+            memories.scope_filter(scope),
+            MemoryRow.id.in_(list(listed)),
+            MemoryRow.status != Status.DELETED.value,
+        )
         .order_by(MemoryRow.created_at, MemoryRow.seq)
     )
     return [memories.to_record(r) for r in (await session.execute(stmt)).scalars()]
@@ -203,8 +247,11 @@ async def summaries_containing(
         return []
     stmt = (
         select(MemoryRow)
-        .where(memories.scope_filter(scope), MemoryRow.summary_of.any(memory_id),
-               MemoryRow.status != Status.DELETED.value)
+        .where(
+            memories.scope_filter(scope),
+            MemoryRow.summary_of.any(memory_id),
+            MemoryRow.status != Status.DELETED.value,
+        )
         .order_by(MemoryRow.seq)
     )
     return [memories.to_record(r) for r in (await session.execute(stmt)).scalars()]
@@ -216,8 +263,11 @@ async def owner_of(session: AsyncSession, *, memory_id: uuid.UUID) -> tuple[Owne
     Returns only the owner, never content; the memory itself is then read within that
     owner's scope. None when there is no such memory.
     """
-    row = (await session.execute(
-        select(MemoryRow.owner_kind, MemoryRow.owner_id).where(MemoryRow.id == memory_id))).first()
+    row = (
+        await session.execute(
+            select(MemoryRow.owner_kind, MemoryRow.owner_id).where(MemoryRow.id == memory_id)
+        )
+    ).first()
     return (OwnerKind(row[0]), str(row[1])) if row else None
 
 
@@ -236,18 +286,29 @@ async def restore_sources(
         return []
     stmt = (
         update(MemoryRow)
-        .where(memories.scope_filter(scope), MemoryRow.superseded_by == summary_id,
-               MemoryRow.status == Status.ARCHIVED.value)
-        .values(status=Status.ACTIVE.value, superseded_by=None, updated_at=at,
-                version=MemoryRow.version + 1)
+        .where(
+            memories.scope_filter(scope),
+            MemoryRow.superseded_by == summary_id,
+            MemoryRow.status == Status.ARCHIVED.value,
+        )
+        .values(
+            status=Status.ACTIVE.value,
+            superseded_by=None,
+            updated_at=at,
+            version=MemoryRow.version + 1,
+        )
         .returning(MemoryRow.id)
     )
     ids = list((await session.execute(stmt)).scalars())
     if not ids:
         return []
-    rows = (await session.execute(
-        select(MemoryRow).where(MemoryRow.id.in_(ids))
-        .order_by(MemoryRow.created_at, MemoryRow.seq))).scalars()
+    rows = (
+        await session.execute(
+            select(MemoryRow)
+            .where(MemoryRow.id.in_(ids))
+            .order_by(MemoryRow.created_at, MemoryRow.seq)
+        )
+    ).scalars()
     return [memories.to_record(r) for r in rows]
 
 
@@ -271,11 +332,22 @@ class RunRecord:
 
 async def record_run(session: AsyncSession, *, run: RunRecord) -> None:
     """Append the record of one run (committed with the changes it describes)."""
-    session.add(ConsolidationRunRow(
-        owner_kind=run.owner_kind.value, owner_id=run.owner_id, trigger=run.trigger,
-        outcome=run.outcome, active_before=run.active_before, active_after=run.active_after,
-        summaries=run.summaries, merged=run.merged, pruned=run.pruned, detail=run.detail,
-        started_at=run.started_at, finished_at=run.finished_at))
+    session.add(
+        ConsolidationRunRow(
+            owner_kind=run.owner_kind.value,
+            owner_id=run.owner_id,
+            trigger=run.trigger,
+            outcome=run.outcome,
+            active_before=run.active_before,
+            active_after=run.active_after,
+            summaries=run.summaries,
+            merged=run.merged,
+            pruned=run.pruned,
+            detail=run.detail,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+        )
+    )
     await session.flush()
 
 
@@ -285,15 +357,27 @@ async def last_runs(
     """The owner's most recent recorded runs, newest first."""
     stmt = (
         select(ConsolidationRunRow)
-        .where(ConsolidationRunRow.owner_kind == owner_kind.value,
-               ConsolidationRunRow.owner_id == owner_id)
+        .where(
+            ConsolidationRunRow.owner_kind == owner_kind.value,
+            ConsolidationRunRow.owner_id == owner_id,
+        )
         .order_by(ConsolidationRunRow.finished_at.desc(), ConsolidationRunRow.id.desc())
         .limit(limit)
     )
     return [
-        RunRecord(owner_kind=OwnerKind(r.owner_kind), owner_id=r.owner_id, trigger=r.trigger,
-                  outcome=r.outcome, active_before=r.active_before, active_after=r.active_after,
-                  summaries=r.summaries, merged=r.merged, pruned=r.pruned, detail=r.detail,
-                  started_at=r.started_at, finished_at=r.finished_at)
+        RunRecord(
+            owner_kind=OwnerKind(r.owner_kind),
+            owner_id=r.owner_id,
+            trigger=r.trigger,
+            outcome=r.outcome,
+            active_before=r.active_before,
+            active_after=r.active_after,
+            summaries=r.summaries,
+            merged=r.merged,
+            pruned=r.pruned,
+            detail=r.detail,
+            started_at=r.started_at,
+            finished_at=r.finished_at,
+        )
         for r in (await session.execute(stmt)).scalars()
     ]

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
-from sqlalchemy.exc import DataError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DataError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -52,7 +52,9 @@ def start_embedded(state_dir: Path) -> tuple[str, Any]:
     try:
         server = pgserver.get_server(pgdata)
     except Exception as exc:
-        raise DatabaseUnavailable(f"the embedded PostgreSQL in {pgdata} did not start: {exc}") from exc
+        raise DatabaseUnavailable(
+            f"the embedded PostgreSQL in {pgdata} did not start: {exc}"
+        ) from exc
     return str(server.get_uri()), server
 
 
@@ -76,8 +78,9 @@ path answers without memories, jobs retry) and SQLAlchemy then replaces every po
 connection ("optimistic" disconnect handling, SQLAlchemy docs: Connection Pooling)."""
 
 
-def create_engine(url: str, *, pool_size: int = 10,
-                  server_settings: Mapping[str, str] | None = None) -> AsyncEngine:
+def create_engine(
+    url: str, *, pool_size: int = 10, server_settings: Mapping[str, str] | None = None
+) -> AsyncEngine:
     """Async engine for `url` with auto-prepare off and idle connections pinged.
 
     Server-side prepared statements could cache a generic plan for the vector query; turning
@@ -96,8 +99,11 @@ def create_engine(url: str, *, pool_size: int = 10,
     if settings:
         given = make_url(url).query.get("options")
         connect_args["options"] = " ".join(
-            [*([given] if isinstance(given, str) else list(given or ())),
-             *(f"-c {name}={value}" for name, value in settings.items())])
+            [
+                *([given] if isinstance(given, str) else list(given or ())),
+                *(f"-c {name}={value}" for name, value in settings.items()),
+            ]
+        )
     engine = create_async_engine(
         async_url(url),
         pool_size=pool_size,
@@ -144,8 +150,9 @@ class Database:
     sessions: async_sessionmaker[AsyncSession]
 
     @classmethod
-    def connect(cls, url: str, *, pool_size: int = 10,
-                server_settings: Mapping[str, str] | None = None) -> Database:
+    def connect(
+        cls, url: str, *, pool_size: int = 10, server_settings: Mapping[str, str] | None = None
+    ) -> Database:
         """Engine and sessions for `url` (see `create_engine` for the arguments)."""
         engine = create_engine(url, pool_size=pool_size, server_settings=server_settings)
         return cls(engine, async_sessionmaker(engine, expire_on_commit=False))
@@ -159,13 +166,15 @@ class Database:
                 await session.commit()
             except DataError as exc:
                 await session.rollback()
-                raise InvalidInput("a value cannot be stored: text with a NUL character, or a "
-                                   "number out of range") from exc
+                raise InvalidInput(
+                    "a value cannot be stored: text with a NUL character, or a number out of range"
+                ) from exc
             except (OperationalError, InterfaceError) as exc:
                 with contextlib.suppress(Exception):  # the connection may be gone already
                     await session.rollback()
-                raise DatabaseUnavailable(f"PostgreSQL is not reachable: {exc.orig or exc}") \
-                    from exc
+                raise DatabaseUnavailable(
+                    f"PostgreSQL is not reachable: {exc.orig or exc}"
+                ) from exc
             except BaseException:
                 await session.rollback()
                 raise

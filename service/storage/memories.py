@@ -145,11 +145,31 @@ _TABLE = MemoryRow.__table__
 RECORD_COLUMNS = tuple(c for c in _TABLE.c if c.name not in ("embedding", "tsv"))
 """Every column a `Memory` record needs: not the vector, not the full-text vector."""
 
-_RECORD_VALUES = operator.itemgetter(*(
-    [c.name for c in RECORD_COLUMNS].index(name) for name in (
-        "id", "seq", "owner_kind", "owner_id", "bank", "content", "tags", "confidence",
-        "status", "source_kind", "source_chat_id", "source_message_id", "created_at",
-        "updated_at", "last_used_at", "superseded_by", "version", "summary_of")))
+_RECORD_VALUES = operator.itemgetter(
+    *(
+        [c.name for c in RECORD_COLUMNS].index(name)
+        for name in (
+            "id",
+            "seq",
+            "owner_kind",
+            "owner_id",
+            "bank",
+            "content",
+            "tags",
+            "confidence",
+            "status",
+            "source_kind",
+            "source_chat_id",
+            "source_message_id",
+            "created_at",
+            "updated_at",
+            "last_used_at",
+            "superseded_by",
+            "version",
+            "summary_of",
+        )
+    )
+)
 
 
 def record_from_row(row: Any) -> Memory:
@@ -161,24 +181,54 @@ def record_from_row(row: Any) -> Memory:
     Raises:
         ValueError: a stored owner kind, bank, status or source kind this version lacks.
     """
-    (id_, seq, owner_kind, owner_id, bank, content, tags, confidence, status, source_kind,
-     chat_id, message_id, created_at, updated_at, last_used_at, superseded_by, version,
-     summary_of) = _RECORD_VALUES(row)
+    (
+        id_,
+        seq,
+        owner_kind,
+        owner_id,
+        bank,
+        content,
+        tags,
+        confidence,
+        status,
+        source_kind,
+        chat_id,
+        message_id,
+        created_at,
+        updated_at,
+        last_used_at,
+        superseded_by,
+        version,
+        summary_of,
+    ) = _RECORD_VALUES(row)
     return Memory(
-        id=id_, seq=seq,
+        id=id_,
+        seq=seq,
         owner_kind=_OWNER_KINDS.get(owner_kind) or OwnerKind(owner_kind),
-        owner_id=owner_id, bank=_BANKS.get(bank) or Bank(bank), content=content,
-        tags=tuple(tags or ()), confidence=confidence,
+        owner_id=owner_id,
+        bank=_BANKS.get(bank) or Bank(bank),
+        content=content,
+        tags=tuple(tags or ()),
+        confidence=confidence,
         status=_STATUSES.get(status) or Status(status),
         source_kind=_SOURCE_KINDS.get(source_kind) or SourceKind(source_kind),
-        source_chat_id=chat_id, source_message_id=message_id, created_at=created_at,
-        updated_at=updated_at, last_used_at=last_used_at, superseded_by=superseded_by,
-        version=version, merged_from=len(summary_of or ()))
+        source_chat_id=chat_id,
+        source_message_id=message_id,
+        created_at=created_at,
+        updated_at=updated_at,
+        last_used_at=last_used_at,
+        superseded_by=superseded_by,
+        version=version,
+        merged_from=len(summary_of or ()),
+    )
 
 
 def _query_vector(vector: np.ndarray | None = None) -> BindParameter[Any]:
-    return bindparam("query_vector", None if vector is None
-                     else np.asarray(vector, dtype=np.float32), type_=Vector())
+    return bindparam(
+        "query_vector",
+        None if vector is None else np.asarray(vector, dtype=np.float32),
+        type_=Vector(),
+    )
 
 
 def _active_in(scope: ReadScope) -> ColumnElement[bool]:
@@ -186,39 +236,56 @@ def _active_in(scope: ReadScope) -> ColumnElement[bool]:
 
 
 def _active_cell(cell: Scope) -> ColumnElement[bool]:
-    return and_(_TABLE.c.owner_kind == cell.owner_kind.value, _TABLE.c.owner_id == cell.owner_id,
-                _TABLE.c.bank == cell.bank.value, _TABLE.c.status == Status.ACTIVE.value)
+    return and_(
+        _TABLE.c.owner_kind == cell.owner_kind.value,
+        _TABLE.c.owner_id == cell.owner_id,
+        _TABLE.c.bank == cell.bank.value,
+        _TABLE.c.status == Status.ACTIVE.value,
+    )
 
 
-def _exact_nearest(where: ColumnElement[bool], vector: BindParameter[Any],
-                   limit: Any) -> Select[Any]:
+def _exact_nearest(
+    where: ColumnElement[bool], vector: BindParameter[Any], limit: Any
+) -> Select[Any]:
     """(seq, distance) of the `limit` nearest rows matching `where`, by an exact scan.
 
     Only the sequence number and the distance go through the sort: carrying whole rows
     (a 384-d vector is 1.5 kB) through it cost about 40 % more at 10k rows.
     """
-    inner = (select(_TABLE.c.seq, _TABLE.c.embedding.cosine_distance(vector).label("distance"))
-             .where(where, _TABLE.c.embedding.is_not(None))
-             .offset(0).subquery())
-    return (select(inner.c.seq, inner.c.distance)
-            .order_by(inner.c.distance, inner.c.seq).limit(limit))
+    inner = (
+        select(_TABLE.c.seq, _TABLE.c.embedding.cosine_distance(vector).label("distance"))
+        .where(where, _TABLE.c.embedding.is_not(None))
+        .offset(0)
+        .subquery()
+    )
+    return (
+        select(inner.c.seq, inner.c.distance).order_by(inner.c.distance, inner.c.seq).limit(limit)
+    )
 
 
-async def _exact_candidates(session: AsyncSession, where: ColumnElement[bool],
-                            vector: BindParameter[Any], limit: int) -> list[Candidate]:
+async def _exact_candidates(
+    session: AsyncSession, where: ColumnElement[bool], vector: BindParameter[Any], limit: int
+) -> list[Candidate]:
     nearest = _exact_nearest(where, vector, limit).subquery()
-    stmt = (select(*RECORD_COLUMNS, nearest.c.distance)
-            .join_from(nearest, _TABLE, _TABLE.c.seq == nearest.c.seq)
-            .order_by(nearest.c.distance, nearest.c.seq))
+    stmt = (
+        select(*RECORD_COLUMNS, nearest.c.distance)
+        .join_from(nearest, _TABLE, _TABLE.c.seq == nearest.c.seq)
+        .order_by(nearest.c.distance, nearest.c.seq)
+    )
     return [_candidate(row, row.distance) for row in (await session.execute(stmt)).all()]
 
 
-def _candidate(row: Any, distance: float | None, text_rank: float | None = None,
-               memory: Memory | None = None) -> Candidate:
+def _candidate(
+    row: Any, distance: float | None, text_rank: float | None = None, memory: Memory | None = None
+) -> Candidate:
     """A candidate from a row whose first columns are RECORD_COLUMNS (or its `memory`)."""
     d = 2.0 if distance is None else float(distance)
-    return Candidate(memory=memory or record_from_row(row),
-                     similarity=similarity_from_distance(d), cosine=1.0 - d, text_rank=text_rank)
+    return Candidate(
+        memory=memory or record_from_row(row),
+        similarity=similarity_from_distance(d),
+        cosine=1.0 - d,
+        text_rank=text_rank,
+    )
 
 
 def similarity_from_distance(distance: float) -> float:
@@ -237,7 +304,10 @@ def _owned(scope: ReadScope, statuses: Sequence[Status]) -> Select[tuple[MemoryR
 
 
 async def get(
-    session: AsyncSession, *, scope: ReadScope, memory_id: uuid.UUID,
+    session: AsyncSession,
+    *,
+    scope: ReadScope,
+    memory_id: uuid.UUID,
     statuses: Sequence[Status] = (Status.ACTIVE,),
 ) -> Memory | None:
     """The memory with `memory_id` if it lies in `scope` and has one of `statuses`."""
@@ -246,7 +316,10 @@ async def get(
 
 
 async def get_by_seq(
-    session: AsyncSession, *, scope: ReadScope, seq: int,
+    session: AsyncSession,
+    *,
+    scope: ReadScope,
+    seq: int,
     statuses: Sequence[Status] = (Status.ACTIVE,),
 ) -> Memory | None:
     """The memory with short id `seq` if it lies in `scope` and has one of `statuses`."""
@@ -273,11 +346,16 @@ def or_query(text: str | None) -> TextClause:
     as a plain expression it was parsed again for every row (about 5 µs a row).
     """
     return sa_text(_OR_QUERY_SQL).bindparams(
-        bindparam("fts_text", None if text is None else text[:2_000], type_=Text))
+        bindparam("fts_text", None if text is None else text[:2_000], type_=Text)
+    )
 
 
 async def keyword_search(
-    session: AsyncSession, *, scope: ReadScope, text: str, limit: int,
+    session: AsyncSession,
+    *,
+    scope: ReadScope,
+    text: str,
+    limit: int,
     query_vector: np.ndarray | None = None,
 ) -> list[Candidate]:
     """Active memories in `scope` sharing words with `text`, best `ts_rank` first.
@@ -294,13 +372,20 @@ async def keyword_search(
     best = _exact_keyword(_active_in(scope), or_query(text), limit).subquery()
     columns: list[Any] = [*RECORD_COLUMNS, best.c.rank]
     if query_vector is not None:
-        columns.append(_TABLE.c.embedding.cosine_distance(_query_vector(query_vector))
-                       .label("distance"))
-    stmt = (select(*columns).join_from(best, _TABLE, _TABLE.c.seq == best.c.seq)
-            .order_by(best.c.rank.desc(), best.c.seq))
-    return [_candidate(row, row.distance if query_vector is not None else None,
-                       text_rank=float(row.rank))
-            for row in (await session.execute(stmt)).all()]
+        columns.append(
+            _TABLE.c.embedding.cosine_distance(_query_vector(query_vector)).label("distance")
+        )
+    stmt = (
+        select(*columns)
+        .join_from(best, _TABLE, _TABLE.c.seq == best.c.seq)
+        .order_by(best.c.rank.desc(), best.c.seq)
+    )
+    return [
+        _candidate(
+            row, row.distance if query_vector is not None else None, text_rank=float(row.rank)
+        )
+        for row in (await session.execute(stmt)).all()
+    ]
 
 
 def _exact_keyword(where: ColumnElement[bool], query: Any, limit: Any) -> Select[Any]:
@@ -312,11 +397,16 @@ def _exact_keyword(where: ColumnElement[bool], query: Any, limit: Any) -> Select
     """
     owned = select(_TABLE.c.seq, _TABLE.c.tsv).where(where).offset(0).subquery()
     rank = func.ts_rank(owned.c.tsv, query).label("rank")
-    return (select(owned.c.seq, rank).where(owned.c.tsv.op("@@")(query))
-            .order_by(rank.desc(), owned.c.seq).limit(limit))
+    return (
+        select(owned.c.seq, rank)
+        .where(owned.c.tsv.op("@@")(query))
+        .order_by(rank.desc(), owned.c.seq)
+        .limit(limit)
+    )
 
 
 # -- candidates of the read path: both lists in one statement -------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class CandidateSets:
@@ -337,8 +427,13 @@ def hnsw_ef_search(floor: int, limit: int) -> int:
 
 
 async def candidates(
-    session: AsyncSession, *, scope: ReadScope, query_vector: np.ndarray, text: str,
-    limit: int, indexed: IndexedCells | None = None,
+    session: AsyncSession,
+    *,
+    scope: ReadScope,
+    query_vector: np.ndarray,
+    text: str,
+    limit: int,
+    indexed: IndexedCells | None = None,
 ) -> CandidateSets:
     """The `limit` nearest memories and the `limit` best full-text matches in `scope`.
 
@@ -367,10 +462,19 @@ async def candidates(
     fts = [cell for cell in scope.scopes if cell in indexed.fts]
     plain = [cell for cell in scope.scopes if cell not in indexed.fts]
     with_text = bool(text.strip())
-    shape = _Shape(bool(rest), len(ann), with_text and bool(plain), len(fts) if with_text else 0,
-                   with_text, indexed.dimension if ann else 0)
-    params: dict[str, Any] = {"query_vector": np.asarray(query_vector, dtype=np.float32),
-                              "limit": limit, "model": indexed.model}
+    shape = _Shape(
+        bool(rest),
+        len(ann),
+        with_text and bool(plain),
+        len(fts) if with_text else 0,
+        with_text,
+        indexed.dimension if ann else 0,
+    )
+    params: dict[str, Any] = {
+        "query_vector": np.asarray(query_vector, dtype=np.float32),
+        "limit": limit,
+        "model": indexed.model,
+    }
     if rest:
         params["nearest_cells"] = _cell_tuples(rest)
     if shape.plain_matches:
@@ -379,8 +483,11 @@ async def candidates(
         params["fts_text"] = text[:2_000]
     for prefix, cells in (("ann", ann), ("fts", fts if with_text else [])):
         for i, cell in enumerate(cells):
-            params |= {f"{prefix}{i}_kind": cell.owner_kind.value,
-                       f"{prefix}{i}_owner": cell.owner_id, f"{prefix}{i}_bank": cell.bank.value}
+            params |= {
+                f"{prefix}{i}_kind": cell.owner_kind.value,
+                f"{prefix}{i}_owner": cell.owner_id,
+                f"{prefix}{i}_bank": cell.bank.value,
+            }
     if ann:
         ef_search = str(hnsw_ef_search(indexed.ef_search, limit))
         started_with = (await session.connection()).info.get("server_settings", {})
@@ -399,22 +506,34 @@ async def candidates(
     for branch, cell in enumerate(ann, start=1):
         if len(by_branch[branch]) < limit:
             fallbacks += 1
-            exact = _exact_nearest(_active_cell(cell), _query_vector(query_vector),
-                                   limit).subquery()
-            by_branch[branch] = list((await session.execute(
-                select(*RECORD_COLUMNS, exact.c.distance)
-                .join_from(exact, _TABLE, _TABLE.c.seq == exact.c.seq))).all())
-    nearest = sorted((row for part in by_branch.values() for row in part),
-                     key=lambda row: (row.distance, row.seq))[:limit]
+            exact = _exact_nearest(
+                _active_cell(cell), _query_vector(query_vector), limit
+            ).subquery()
+            by_branch[branch] = list(
+                (
+                    await session.execute(
+                        select(*RECORD_COLUMNS, exact.c.distance).join_from(
+                            exact, _TABLE, _TABLE.c.seq == exact.c.seq
+                        )
+                    )
+                ).all()
+            )
+    nearest = sorted(
+        (row for part in by_branch.values() for row in part),
+        key=lambda row: (row.distance, row.seq),
+    )[:limit]
     keyword_rows.sort(key=lambda row: (-row.rank, row.seq))
     keyword_rows = keyword_rows[:limit]
     # a memory in both lists becomes one record
     records = {row.seq: record_from_row(row) for row in itertools.chain(nearest, keyword_rows)}
     return CandidateSets(
         semantic=[_candidate(row, row.distance, memory=records[row.seq]) for row in nearest],
-        keyword=[_candidate(row, row.distance, text_rank=float(row.rank),
-                            memory=records[row.seq]) for row in keyword_rows],
-        exact_fallbacks=fallbacks)
+        keyword=[
+            _candidate(row, row.distance, text_rank=float(row.rank), memory=records[row.seq])
+            for row in keyword_rows
+        ],
+        exact_fallbacks=fallbacks,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,10 +554,12 @@ def _cell_tuples(cells: Sequence[Scope]) -> list[tuple[str, str, str]]:
 
 def _cell_param(prefix: str) -> ColumnElement[bool]:
     # equalities whose bound values imply the predicate of the cell's own partial indexes
-    return and_(_TABLE.c.owner_kind == bindparam(f"{prefix}_kind"),
-                _TABLE.c.owner_id == bindparam(f"{prefix}_owner"),
-                _TABLE.c.bank == bindparam(f"{prefix}_bank"),
-                _TABLE.c.status == Status.ACTIVE.value)
+    return and_(
+        _TABLE.c.owner_kind == bindparam(f"{prefix}_kind"),
+        _TABLE.c.owner_id == bindparam(f"{prefix}_owner"),
+        _TABLE.c.bank == bindparam(f"{prefix}_bank"),
+        _TABLE.c.status == Status.ACTIVE.value,
+    )
 
 
 def _cells_param(name: str) -> ColumnElement[bool]:
@@ -466,24 +587,37 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
         distance = cast(_TABLE.c.embedding, typed).cosine_distance(cast(vector, typed))
         for i in range(shape.ann_cells):
             nearest_parts.append(
-                select(_TABLE.c.seq, distance.label("distance"),
-                       literal_column(str(i + 1)).label("branch"))
+                select(
+                    _TABLE.c.seq,
+                    distance.label("distance"),
+                    literal_column(str(i + 1)).label("branch"),
+                )
                 .where(_cell_param(f"ann{i}"), _TABLE.c.embedding_model == bindparam("model"))
-                .order_by(distance).limit(limit))
+                .order_by(distance)
+                .limit(limit)
+            )
     nearest = _union(nearest_parts).cte("nearest")
-    columns: list[Any] = [*RECORD_COLUMNS,
-                          _TABLE.c.embedding.cosine_distance(vector).label("distance"),
-                          nearest.c.branch]
+    columns: list[Any] = [
+        *RECORD_COLUMNS,
+        _TABLE.c.embedding.cosine_distance(vector).label("distance"),
+        nearest.c.branch,
+    ]
     if not shape.with_text:
         found = select(nearest.c.seq).subquery("found")
-        return (select(*columns).select_from(found)
-                .join(_TABLE, _TABLE.c.seq == found.c.seq)
-                .join(nearest, nearest.c.seq == found.c.seq))
+        return (
+            select(*columns)
+            .select_from(found)
+            .join(_TABLE, _TABLE.c.seq == found.c.seq)
+            .join(nearest, nearest.c.seq == found.c.seq)
+        )
     # the tsquery once, in a CTE: its text four times over cost planning time and the
     # driver's query cache (it keeps statements up to 4 kB)
-    tsquery = (sa_text(f"SELECT {_OR_QUERY_SQL} AS query")
-               .bindparams(bindparam("fts_text", type_=Text))
-               .columns(literal_column("query")).cte("tsquery"))
+    tsquery = (
+        sa_text(f"SELECT {_OR_QUERY_SQL} AS query")
+        .bindparams(bindparam("fts_text", type_=Text))
+        .columns(literal_column("query"))
+        .cte("tsquery")
+    )
     query = select(tsquery.c.query).scalar_subquery()
     match_parts: list[Select[Any]] = []
     if shape.plain_matches:
@@ -491,15 +625,21 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
     rank = func.ts_rank(_TABLE.c.tsv, query).label("rank")
     for i in range(shape.fts_cells):
         # unfenced, so the planner starts from the cell's GIN index: its matching rows only
-        match_parts.append(select(_TABLE.c.seq, rank)
-                           .where(_cell_param(f"fts{i}"), _TABLE.c.tsv.op("@@")(query))
-                           .order_by(rank.desc(), _TABLE.c.seq).limit(limit))
+        match_parts.append(
+            select(_TABLE.c.seq, rank)
+            .where(_cell_param(f"fts{i}"), _TABLE.c.tsv.op("@@")(query))
+            .order_by(rank.desc(), _TABLE.c.seq)
+            .limit(limit)
+        )
     matches = _union(match_parts).cte("matches")
     found = union(select(nearest.c.seq), select(matches.c.seq)).subquery("found")
-    return (select(*columns, matches.c.rank).select_from(found)
-            .join(_TABLE, _TABLE.c.seq == found.c.seq)
-            .outerjoin(nearest, nearest.c.seq == found.c.seq)
-            .outerjoin(matches, matches.c.seq == found.c.seq))
+    return (
+        select(*columns, matches.c.rank)
+        .select_from(found)
+        .join(_TABLE, _TABLE.c.seq == found.c.seq)
+        .outerjoin(nearest, nearest.c.seq == found.c.seq)
+        .outerjoin(matches, matches.c.seq == found.c.seq)
+    )
 
 
 def _union(parts: list[Select[Any]]) -> Any:
@@ -528,33 +668,48 @@ async def phrase_search(
     phrases = [p for p in phrases if p.strip()][:MAX_PHRASES]
     if not scope or limit <= 0 or not phrases:
         return []
-    parts = [func.phraseto_tsquery(literal_column(f"'{config}'::regconfig"),
-                                   bindparam(f"phrase_{config}_{i}", phrase, type_=Text))
-             for i, phrase in enumerate(phrases) for config in ("english", "simple")]
+    parts = [
+        func.phraseto_tsquery(
+            literal_column(f"'{config}'::regconfig"),
+            bindparam(f"phrase_{config}_{i}", phrase, type_=Text),
+        )
+        for i, phrase in enumerate(phrases)
+        for config in ("english", "simple")
+    ]
     query = parts[0]
     for part in parts[1:]:
         query = query.op("||")(part)
     rank = func.ts_rank(MemoryRow.tsv, query).label("rank")
     stmt = (
         select(MemoryRow, rank)
-        .where(scope_filter(scope), MemoryRow.status == Status.ACTIVE.value,
-               MemoryRow.tsv.op("@@")(query))
+        .where(
+            scope_filter(scope),
+            MemoryRow.status == Status.ACTIVE.value,
+            MemoryRow.tsv.op("@@")(query),
+        )
         .order_by(rank.desc(), MemoryRow.seq)
         .limit(limit)
     )
-    return [Candidate(memory=to_record(row), similarity=0.0, cosine=0.0, text_rank=float(r))
-            for row, r in (await session.execute(stmt.options(defer(MemoryRow.embedding)))).all()]
+    return [
+        Candidate(memory=to_record(row), similarity=0.0, cosine=0.0, text_rank=float(r))
+        for row, r in (await session.execute(stmt.options(defer(MemoryRow.embedding)))).all()
+    ]
 
 
 async def export_rows(session: AsyncSession, *, scope: ReadScope) -> list[Memory]:
     """Every memory in `scope` that still has content (active, superseded, archived)."""
     stmt = _owned(scope, (Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED)).order_by(
-        MemoryRow.seq)
+        MemoryRow.seq
+    )
     return [to_record(r) for r in (await session.execute(stmt)).scalars()]
 
 
 async def list_memories(
-    session: AsyncSession, *, scope: ReadScope, limit: int, offset: int,
+    session: AsyncSession,
+    *,
+    scope: ReadScope,
+    limit: int,
+    offset: int,
     statuses: Sequence[Status] = (Status.ACTIVE,),
 ) -> tuple[list[Memory], int]:
     """A page of memories in `scope`, newest first, and the total count."""
@@ -562,7 +717,9 @@ async def list_memories(
     total = (await session.execute(select(func.count()).select_from(base.subquery()))).scalar_one()
     rows = (
         await session.execute(
-            base.order_by(MemoryRow.created_at.desc(), MemoryRow.seq.desc()).limit(limit).offset(offset)
+            base.order_by(MemoryRow.created_at.desc(), MemoryRow.seq.desc())
+            .limit(limit)
+            .offset(offset)
         )
     ).scalars()
     return [to_record(r) for r in rows], int(total)
@@ -609,8 +766,11 @@ async def core_memories(session: AsyncSession, *, scope: ReadScope, limit: int) 
         return []
     params: dict[str, Any] = {"limit": limit}
     for i, cell in enumerate(scope.scopes):
-        params |= {f"core{i}_kind": cell.owner_kind.value, f"core{i}_owner": cell.owner_id,
-                   f"core{i}_bank": cell.bank.value}
+        params |= {
+            f"core{i}_kind": cell.owner_kind.value,
+            f"core{i}_owner": cell.owner_id,
+            f"core{i}_bank": cell.bank.value,
+        }
     rows = (await session.execute(_core_statement(len(scope.scopes)), params)).all()
     return [record_from_row(r) for r in rows]
 
@@ -619,10 +779,17 @@ async def core_memories(session: AsyncSession, *, scope: ReadScope, limit: int) 
 def _core_statement(cells: int) -> Select[Any]:
     limit = bindparam("limit", type_=Integer)
     order = (_TABLE.c.confidence.desc(), _TABLE.c.created_at.desc(), _TABLE.c.seq.desc())
-    best = _union([select(*RECORD_COLUMNS).where(_cell_param(f"core{i}")).order_by(*order)
-                   .limit(limit) for i in range(cells)]).subquery()
-    return (select(best).order_by(best.c.confidence.desc(), best.c.created_at.desc(),
-                                  best.c.seq.desc()).limit(limit))
+    best = _union(
+        [
+            select(*RECORD_COLUMNS).where(_cell_param(f"core{i}")).order_by(*order).limit(limit)
+            for i in range(cells)
+        ]
+    ).subquery()
+    return (
+        select(best)
+        .order_by(best.c.confidence.desc(), best.c.created_at.desc(), best.c.seq.desc())
+        .limit(limit)
+    )
 
 
 async def count_active(session: AsyncSession, *, scope: ReadScope) -> int:
@@ -638,8 +805,12 @@ async def supersede(
     await session.execute(
         update(MemoryRow)
         .where(MemoryRow.id == memory_id)
-        .values(status=Status.SUPERSEDED.value, superseded_by=successor_id, updated_at=at,
-                version=MemoryRow.version + 1)
+        .values(
+            status=Status.SUPERSEDED.value,
+            superseded_by=successor_id,
+            updated_at=at,
+            version=MemoryRow.version + 1,
+        )
     )
 
 
@@ -648,8 +819,10 @@ async def set_confidence(
 ) -> None:
     """Change a memory's confidence (a repeated statement confirms it)."""
     await session.execute(
-        update(MemoryRow).where(MemoryRow.id == memory_id)
-        .values(confidence=confidence, updated_at=at, version=MemoryRow.version + 1))
+        update(MemoryRow)
+        .where(MemoryRow.id == memory_id)
+        .values(confidence=confidence, updated_at=at, version=MemoryRow.version + 1)
+    )
 
 
 async def set_status(
@@ -657,15 +830,22 @@ async def set_status(
 ) -> None:
     """Change a memory's status (archive, restore)."""
     await session.execute(
-        update(MemoryRow).where(MemoryRow.id == memory_id)
+        update(MemoryRow)
+        .where(MemoryRow.id == memory_id)
         .values(status=status.value, updated_at=at, version=MemoryRow.version + 1)
     )
 
 
 async def update_fields(
-    session: AsyncSession, *, memory_id: uuid.UUID, at: datetime, content: str | None = None,
-    bank: Bank | None = None, tags: Sequence[str] | None = None,
-    embedding: np.ndarray | None = None, embedding_model: str | None = None,
+    session: AsyncSession,
+    *,
+    memory_id: uuid.UUID,
+    at: datetime,
+    content: str | None = None,
+    bank: Bank | None = None,
+    tags: Sequence[str] | None = None,
+    embedding: np.ndarray | None = None,
+    embedding_model: str | None = None,
 ) -> None:
     """Change content, bank or tags in place (manual edits); bumps the version."""
     values: dict[str, object] = {"updated_at": at, "version": MemoryRow.version + 1}
@@ -686,18 +866,33 @@ async def history_chain(session: AsyncSession, *, memory_id: uuid.UUID) -> list[
     frontier = [memory_id]
     while frontier:
         rows = (
-            await session.execute(select(MemoryRow.id).where(MemoryRow.superseded_by.in_(frontier)))
-        ).scalars().all()
+            (
+                await session.execute(
+                    select(MemoryRow.id).where(MemoryRow.superseded_by.in_(frontier))
+                )
+            )
+            .scalars()
+            .all()
+        )
         frontier = [r for r in rows if r not in chain]
         chain.extend(frontier)
     return chain
 
 
-async def tombstone(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], at: datetime) -> None:
+async def tombstone(
+    session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], at: datetime
+) -> None:
     """Forget memories: remove content, tags, vectors and full text; keep a content-free row."""
     await session.execute(
         update(MemoryRow)
         .where(MemoryRow.id.in_(list(memory_ids)))
-        .values(status=Status.DELETED.value, content="", tags=[], embedding=None,
-                embedding_model=None, updated_at=at, version=MemoryRow.version + 1)
+        .values(
+            status=Status.DELETED.value,
+            content="",
+            tags=[],
+            embedding=None,
+            embedding_model=None,
+            updated_at=at,
+            version=MemoryRow.version + 1,
+        )
     )

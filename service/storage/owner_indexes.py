@@ -34,10 +34,23 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core.records import Bank, ReadScope, Scope
 
-__all__ = ["ANN_PREFIX", "FTS_PREFIX", "HNSW_EF_CONSTRUCTION", "HNSW_M", "IndexRegistry",
-           "IndexedCells", "ann_index_name", "cell_counts", "create_ann_index",
-           "create_fts_index", "drop_index", "existing_indexes", "fts_index_name",
-           "is_owner_index", "valid_index_names"]
+__all__ = [
+    "ANN_PREFIX",
+    "FTS_PREFIX",
+    "HNSW_EF_CONSTRUCTION",
+    "HNSW_M",
+    "IndexRegistry",
+    "IndexedCells",
+    "ann_index_name",
+    "cell_counts",
+    "create_ann_index",
+    "create_fts_index",
+    "drop_index",
+    "existing_indexes",
+    "fts_index_name",
+    "is_owner_index",
+    "valid_index_names",
+]
 
 ANN_PREFIX = "memories_ann_"
 """Name prefix of the per-owner HNSW indexes."""
@@ -58,8 +71,9 @@ def _digest(*parts: str) -> str:
 
 def ann_index_name(cell: Scope, *, model: str, dimension: int) -> str:
     """Name of the HNSW index of `cell` for vectors of `model` with `dimension` components."""
-    return ANN_PREFIX + _digest(cell.owner_kind.value, cell.owner_id, cell.bank.value, model,
-                                str(dimension))
+    return ANN_PREFIX + _digest(
+        cell.owner_kind.value, cell.owner_id, cell.bank.value, model, str(dimension)
+    )
 
 
 def fts_index_name(cell: Scope) -> str:
@@ -106,7 +120,9 @@ async def cell_counts(conn: psycopg.AsyncConnection, *, min_rows: int) -> dict[S
     """
     cursor = await conn.execute(
         "SELECT owner_id, bank, count(*) FROM memories WHERE status = 'active' "
-        "GROUP BY owner_id, bank HAVING count(*) >= %s", (max(min_rows, 1),))
+        "GROUP BY owner_id, bank HAVING count(*) >= %s",
+        (max(min_rows, 1),),
+    )
     counts: dict[Scope, int] = {}
     for owner, value, n in await cursor.fetchall():
         try:
@@ -119,15 +135,20 @@ async def cell_counts(conn: psycopg.AsyncConnection, *, min_rows: int) -> dict[S
 
 # -- DDL (autocommit connection: CREATE/DROP INDEX CONCURRENTLY cannot run in a transaction) --
 
+
 def _cell_predicate(cell: Scope) -> sql.Composed:
     return sql.SQL(
         "owner_kind = {kind} AND owner_id = {owner} AND bank = {bank} AND status = 'active'"
-    ).format(kind=sql.Literal(cell.owner_kind.value), owner=sql.Literal(cell.owner_id),
-             bank=sql.Literal(cell.bank.value))
+    ).format(
+        kind=sql.Literal(cell.owner_kind.value),
+        owner=sql.Literal(cell.owner_id),
+        bank=sql.Literal(cell.bank.value),
+    )
 
 
-async def create_ann_index(conn: psycopg.AsyncConnection, cell: Scope, *, model: str,
-                           dimension: int) -> str:
+async def create_ann_index(
+    conn: psycopg.AsyncConnection, cell: Scope, *, model: str, dimension: int
+) -> str:
     """Build the HNSW index of `cell` without blocking writes; returns its name.
 
     Only vectors of `model` are indexed; rows without a vector are left out by pgvector.
@@ -137,13 +158,20 @@ async def create_ann_index(conn: psycopg.AsyncConnection, cell: Scope, *, model:
     """
     name = ann_index_name(cell, model=model, dimension=dimension)
     await conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(BUILD_MEMORY)))
-    await conn.execute(sql.SQL(
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw "
-        "((embedding::vector({dimension})) vector_cosine_ops) "
-        "WITH (m = {m}, ef_construction = {ef}) WHERE {cell} AND embedding_model = {model}"
-    ).format(name=sql.Identifier(name), dimension=sql.Literal(int(dimension)),
-             m=sql.Literal(HNSW_M), ef=sql.Literal(HNSW_EF_CONSTRUCTION),
-             cell=_cell_predicate(cell), model=sql.Literal(model)))
+    await conn.execute(
+        sql.SQL(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw "
+            "((embedding::vector({dimension})) vector_cosine_ops) "
+            "WITH (m = {m}, ef_construction = {ef}) WHERE {cell} AND embedding_model = {model}"
+        ).format(
+            name=sql.Identifier(name),
+            dimension=sql.Literal(int(dimension)),
+            m=sql.Literal(HNSW_M),
+            ef=sql.Literal(HNSW_EF_CONSTRUCTION),
+            cell=_cell_predicate(cell),
+            model=sql.Literal(model),
+        )
+    )
     return name
 
 
@@ -154,9 +182,12 @@ async def create_fts_index(conn: psycopg.AsyncConnection, cell: Scope) -> str:
         psycopg.Error: the build failed (an invalid index may be left; `drop_index` it).
     """
     name = fts_index_name(cell)
-    await conn.execute(sql.SQL(
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING gin (tsv) "
-        "WHERE {cell}").format(name=sql.Identifier(name), cell=_cell_predicate(cell)))
+    await conn.execute(
+        sql.SQL(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING gin (tsv) "
+            "WHERE {cell}"
+        ).format(name=sql.Identifier(name), cell=_cell_predicate(cell))
+    )
     return name
 
 
@@ -168,8 +199,7 @@ async def drop_index(conn: psycopg.AsyncConnection, name: str) -> None:
     """
     if not is_owner_index(name):
         raise ValueError(f"{name!r} is not a per-owner index")
-    await conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-        sql.Identifier(name)))
+    await conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
 
 
 # -- the read path's view ------------------------------------------------------------------
@@ -207,17 +237,24 @@ class IndexRegistry:
             self._names["names"] = found
         return found
 
-    async def cells(self, session: AsyncSession, scope: ReadScope, *, model: str,
-                    dimension: int, ef_search: int) -> IndexedCells:
+    async def cells(
+        self, session: AsyncSession, scope: ReadScope, *, model: str, dimension: int, ef_search: int
+    ) -> IndexedCells:
         """The cells of `scope` with usable indexes for vectors of `model` and `dimension`."""
         names = await self.names(session)
         if not names:
             return IndexedCells()
         return IndexedCells(
-            ann=frozenset(c for c in scope.scopes
-                          if ann_index_name(c, model=model, dimension=dimension) in names),
+            ann=frozenset(
+                c
+                for c in scope.scopes
+                if ann_index_name(c, model=model, dimension=dimension) in names
+            ),
             fts=frozenset(c for c in scope.scopes if fts_index_name(c) in names),
-            model=model, dimension=dimension, ef_search=ef_search)
+            model=model,
+            dimension=dimension,
+            ef_search=ef_search,
+        )
 
     def forget(self) -> None:
         """Read the catalog again at the next query (after this process changed it)."""

@@ -28,8 +28,10 @@ class Profile:
 
 # prebuilt Core select, read on every turn: the ORM's identity map and loading, or building
 # the statement each time, cost more than the query
-_GET = select(ProfileRow.__table__).where(ProfileRow.__table__.c.user_id == bindparam("user_id"),
-                                         ProfileRow.__table__.c.view == bindparam("view"))
+_GET = select(ProfileRow.__table__).where(
+    ProfileRow.__table__.c.user_id == bindparam("user_id"),
+    ProfileRow.__table__.c.view == bindparam("view"),
+)
 
 
 async def get(session: AsyncSession, *, user_id: str, view: str) -> Profile | None:
@@ -37,25 +39,40 @@ async def get(session: AsyncSession, *, user_id: str, view: str) -> Profile | No
     row = (await session.execute(_GET, {"user_id": user_id, "view": view})).first()
     if row is None:
         return None
-    return Profile(row.user_id, row.view, row.content, tuple(row.source_ids),
-                   row.memories_version, row.built_at)
+    return Profile(
+        row.user_id,
+        row.view,
+        row.content,
+        tuple(row.source_ids),
+        row.memories_version,
+        row.built_at,
+    )
 
 
 async def put(session: AsyncSession, *, profile: Profile) -> None:
     """Write (or replace) a profile."""
-    values = {"user_id": profile.user_id, "view": profile.view, "content": profile.content,
-              "source_ids": list(profile.source_ids), "memories_version": profile.fingerprint,
-              "built_at": profile.built_at}
+    values = {
+        "user_id": profile.user_id,
+        "view": profile.view,
+        "content": profile.content,
+        "source_ids": list(profile.source_ids),
+        "memories_version": profile.fingerprint,
+        "built_at": profile.built_at,
+    }
     stmt = pg_insert(ProfileRow).values(**values)
-    await session.execute(stmt.on_conflict_do_update(
-        index_elements=["user_id", "view"],
-        set_={k: v for k, v in values.items() if k not in ("user_id", "view")}))
+    await session.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["user_id", "view"],
+            set_={k: v for k, v in values.items() if k not in ("user_id", "view")},
+        )
+    )
 
 
 async def remove(session: AsyncSession, *, user_id: str, view: str) -> None:
     """Delete a profile (too few memories left)."""
-    await session.execute(delete(ProfileRow).where(ProfileRow.user_id == user_id,
-                                                   ProfileRow.view == view))
+    await session.execute(
+        delete(ProfileRow).where(ProfileRow.user_id == user_id, ProfileRow.view == view)
+    )
 
 
 async def remove_user(session: AsyncSession, *, user_id: str) -> None:
@@ -65,9 +82,11 @@ async def remove_user(session: AsyncSession, *, user_id: str) -> None:
 
 async def withdraw_using(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> list[str]:
     """Delete every profile written from any of `memory_ids`; returns their users."""
-    stmt = (delete(ProfileRow)
-            .where(ProfileRow.source_ids.overlap(list(memory_ids)))
-            .returning(ProfileRow.user_id))
+    stmt = (
+        delete(ProfileRow)
+        .where(ProfileRow.source_ids.overlap(list(memory_ids)))
+        .returning(ProfileRow.user_id)
+    )
     return sorted(set((await session.execute(stmt)).scalars()))
 
 

@@ -23,17 +23,36 @@ _PENDING = (ReminderRow.fired_at.is_(None), ReminderRow.cancelled_at.is_(None))
 def to_record(row: ReminderRow) -> Reminder:
     """The frozen record of a row."""
     return Reminder(
-        seq=row.id, user_id=row.user_id, content=row.content,
-        trigger=TriggerKind(row.trigger_kind), due_at=row.due_at, all_day=row.all_day,
-        timezone=row.timezone, cue=row.cue, created_at=row.created_at, fired_at=row.fired_at,
-        cancelled_at=row.cancelled_at, source_chat_id=row.source_chat_id)
+        seq=row.id,
+        user_id=row.user_id,
+        content=row.content,
+        trigger=TriggerKind(row.trigger_kind),
+        due_at=row.due_at,
+        all_day=row.all_day,
+        timezone=row.timezone,
+        cue=row.cue,
+        created_at=row.created_at,
+        fired_at=row.fired_at,
+        cancelled_at=row.cancelled_at,
+        source_chat_id=row.source_chat_id,
+    )
 
 
 async def insert(
-    session: AsyncSession, *, user_id: str, content: str, trigger: TriggerKind,
-    due_at: datetime | None, all_day: bool, timezone: str, cue: str | None,
-    cue_vector: np.ndarray | None, embedding_model: str | None, source_chat_id: str | None,
-    source_key: str, created_at: datetime,
+    session: AsyncSession,
+    *,
+    user_id: str,
+    content: str,
+    trigger: TriggerKind,
+    due_at: datetime | None,
+    all_day: bool,
+    timezone: str,
+    cue: str | None,
+    cue_vector: np.ndarray | None,
+    embedding_model: str | None,
+    source_chat_id: str | None,
+    source_key: str,
+    created_at: datetime,
 ) -> Reminder:
     """Store a reminder, once per (user, source_key).
 
@@ -47,22 +66,47 @@ async def insert(
         The reminder stored now, or the one stored earlier with the same key (which may be
         fired or cancelled since).
     """
-    stmt = pg_insert(ReminderRow).values(
-        user_id=user_id, content=content, trigger_kind=trigger.value, due_at=due_at,
-        all_day=all_day, timezone=timezone, cue=cue, cue_embedding=cue_vector,
-        embedding_model=embedding_model, source_chat_id=source_chat_id, source_key=source_key,
-        created_at=created_at,
-    ).on_conflict_do_nothing(index_elements=["user_id", "source_key"]).returning(ReminderRow)
+    stmt = (
+        pg_insert(ReminderRow)
+        .values(
+            user_id=user_id,
+            content=content,
+            trigger_kind=trigger.value,
+            due_at=due_at,
+            all_day=all_day,
+            timezone=timezone,
+            cue=cue,
+            cue_embedding=cue_vector,
+            embedding_model=embedding_model,
+            source_chat_id=source_chat_id,
+            source_key=source_key,
+            created_at=created_at,
+        )
+        .on_conflict_do_nothing(index_elements=["user_id", "source_key"])
+        .returning(ReminderRow)
+    )
     row = (await session.execute(stmt)).scalar()
     if row is None:
-        row = (await session.execute(select(ReminderRow).where(
-            ReminderRow.user_id == user_id, ReminderRow.source_key == source_key))).scalar_one()
+        row = (
+            await session.execute(
+                select(ReminderRow).where(
+                    ReminderRow.user_id == user_id, ReminderRow.source_key == source_key
+                )
+            )
+        ).scalar_one()
     return to_record(row)
 
 
 async def fire(
-    session: AsyncSession, *, user_id: str, now: datetime, query_vector: np.ndarray | None,
-    model: str, min_similarity: float, chat_id: str | None, except_key: str | None,
+    session: AsyncSession,
+    *,
+    user_id: str,
+    now: datetime,
+    query_vector: np.ndarray | None,
+    model: str,
+    min_similarity: float,
+    chat_id: str | None,
+    except_key: str | None,
 ) -> list[Reminder]:
     """Mark the user's due reminders as fired, and return them.
 
@@ -82,14 +126,22 @@ async def fire(
     due = (ReminderRow.trigger_kind == TriggerKind.TIME.value) & (ReminderRow.due_at <= now)
     if query_vector is not None:
         max_distance = 2.0 * (1.0 - min_similarity)
-        due = due | ((ReminderRow.trigger_kind == TriggerKind.CONTEXT.value)
-                     & (ReminderRow.embedding_model == model)
-                     & (ReminderRow.cue_embedding.cosine_distance(query_vector) <= max_distance))
-    stmt = (update(ReminderRow)
-            .where(ReminderRow.user_id == user_id, *_PENDING, due,
-                   ReminderRow.source_key != (except_key or ""))
-            .values(fired_at=now, fired_chat_id=chat_id)
-            .returning(ReminderRow))
+        due = due | (
+            (ReminderRow.trigger_kind == TriggerKind.CONTEXT.value)
+            & (ReminderRow.embedding_model == model)
+            & (ReminderRow.cue_embedding.cosine_distance(query_vector) <= max_distance)
+        )
+    stmt = (
+        update(ReminderRow)
+        .where(
+            ReminderRow.user_id == user_id,
+            *_PENDING,
+            due,
+            ReminderRow.source_key != (except_key or ""),
+        )
+        .values(fired_at=now, fired_chat_id=chat_id)
+        .returning(ReminderRow)
+    )
     return [to_record(r) for r in (await session.execute(stmt)).scalars()]
 
 
@@ -102,9 +154,11 @@ async def has_pending(session: AsyncSession, *, user_id: str) -> bool:
 async def stale_cues(session: AsyncSession, *, user_id: str, model: str) -> list[Reminder]:
     """The user's pending context reminders whose cue has no vector of `model`."""
     stmt = select(ReminderRow).where(
-        ReminderRow.user_id == user_id, *_PENDING,
+        ReminderRow.user_id == user_id,
+        *_PENDING,
         ReminderRow.trigger_kind == TriggerKind.CONTEXT.value,
-        func.coalesce(ReminderRow.embedding_model, "") != model)
+        func.coalesce(ReminderRow.embedding_model, "") != model,
+    )
     return [to_record(r) for r in (await session.execute(stmt)).scalars()]
 
 
@@ -112,31 +166,46 @@ async def store_cue_vector(
     session: AsyncSession, *, user_id: str, seq: int, vector: np.ndarray, model: str
 ) -> None:
     """Give a pending context reminder its cue's vector of `model`."""
-    await session.execute(update(ReminderRow).where(
-        ReminderRow.user_id == user_id, ReminderRow.id == seq, *_PENDING,
-    ).values(cue_embedding=vector, embedding_model=model))
+    await session.execute(
+        update(ReminderRow)
+        .where(
+            ReminderRow.user_id == user_id,
+            ReminderRow.id == seq,
+            *_PENDING,
+        )
+        .values(cue_embedding=vector, embedding_model=model)
+    )
 
 
 async def list_for_user(
-    session: AsyncSession, *, user_id: str, fired_since: datetime | None,
+    session: AsyncSession,
+    *,
+    user_id: str,
+    fired_since: datetime | None,
 ) -> list[Reminder]:
     """The user's pending reminders and those fired since `fired_since` (None: all fired).
 
     Cancelled ones are left out.
     """
-    stmt = select(ReminderRow).where(ReminderRow.user_id == user_id,
-                                     ReminderRow.cancelled_at.is_(None))
+    stmt = select(ReminderRow).where(
+        ReminderRow.user_id == user_id, ReminderRow.cancelled_at.is_(None)
+    )
     if fired_since is not None:
-        stmt = stmt.where((ReminderRow.fired_at.is_(None))
-                          | (ReminderRow.fired_at >= fired_since))
+        stmt = stmt.where((ReminderRow.fired_at.is_(None)) | (ReminderRow.fired_at >= fired_since))
     return [to_record(r) for r in (await session.execute(stmt.order_by(ReminderRow.id))).scalars()]
 
 
 async def get(session: AsyncSession, *, user_id: str, seq: int) -> Reminder | None:
     """One of the user's reminders that is not cancelled, or None."""
-    row = (await session.execute(select(ReminderRow).where(
-        ReminderRow.user_id == user_id, ReminderRow.id == seq,
-        ReminderRow.cancelled_at.is_(None)))).scalar()
+    row = (
+        await session.execute(
+            select(ReminderRow).where(
+                ReminderRow.user_id == user_id,
+                ReminderRow.id == seq,
+                ReminderRow.cancelled_at.is_(None),
+            )
+        )
+    ).scalar()
     return to_record(row) if row is not None else None
 
 
@@ -151,10 +220,14 @@ async def cancel(
     """
     if not seqs:
         return []
-    stmt = (update(ReminderRow)
-            .where(ReminderRow.user_id == user_id, ReminderRow.id.in_(list(seqs)),
-                   ReminderRow.cancelled_at.is_(None))
-            .values(cancelled_at=at, content="", cue=None, cue_embedding=None,
-                    embedding_model=None)
-            .returning(ReminderRow.id))
+    stmt = (
+        update(ReminderRow)
+        .where(
+            ReminderRow.user_id == user_id,
+            ReminderRow.id.in_(list(seqs)),
+            ReminderRow.cancelled_at.is_(None),
+        )
+        .values(cancelled_at=at, content="", cue=None, cue_embedding=None, embedding_model=None)
+        .returning(ReminderRow.id)
+    )
     return list((await session.execute(stmt)).scalars())

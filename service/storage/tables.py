@@ -71,16 +71,24 @@ class MemoryRow(Base):
     embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
     embedding_model: Mapped[str | None] = mapped_column(String(255))
     # deferred: only SQL reads it; never worth sending to the client
-    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True),
-                                     deferred=True)
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed(TSV_EXPRESSION, persisted=True), deferred=True
+    )
 
     __table_args__ = (
         # Exact per-owner scans (no global HNSW: with pgvector 0.6 a filtered HNSW scan
         # silently returns too few rows; see docs/discussions/retrieval.md). The trailing
         # columns give a cell's core memories (best confidence, then newest) from an ordered
         # scan. Heavy owners also get partial indexes at run time (storage/owner_indexes.py).
-        Index("ix_memories_owner_bank_core", "owner_id", "bank", "confidence", "created_at",
-              "seq", postgresql_where=text("status = 'active'")),
+        Index(
+            "ix_memories_owner_bank_core",
+            "owner_id",
+            "bank",
+            "confidence",
+            "created_at",
+            "seq",
+            postgresql_where=text("status = 'active'"),
+        ),
         Index("ix_memories_owner_status", "owner_kind", "owner_id", "status"),
         Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
     )
@@ -115,7 +123,9 @@ class TurnRow(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     error: Mapped[str | None] = mapped_column(Text)
     memories_written: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=text("now()")
+    )
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     #: SHA-256 hex of the user message within its chat (core.batching.message_hash); NULL for
     #: turns accepted before migration 0007
@@ -153,7 +163,9 @@ class UserSettingsRow(Base):
 
     user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
     paused: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=text("now()")
+    )
 
 
 class InjectionRow(Base):
@@ -233,6 +245,10 @@ class ReminderRow(Base):
     __table_args__ = (
         UniqueConstraint("user_id", "source_key"),
         # every inlet of a private chat looks for its sender's pending reminders
-        Index("ix_reminders_user_id_pending", "user_id", "trigger_kind",
-              postgresql_where=text("fired_at IS NULL AND cancelled_at IS NULL")),
+        Index(
+            "ix_reminders_user_id_pending",
+            "user_id",
+            "trigger_kind",
+            postgresql_where=text("fired_at IS NULL AND cancelled_at IS NULL"),
+        ),
     )

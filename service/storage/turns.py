@@ -45,21 +45,41 @@ class Turn:
 
 
 def _to_turn(row: TurnRow) -> Turn:
-    return Turn(row.id, row.chat_id, row.user_message_id, row.user_id, TurnStatus(row.status),
-                dict(row.payload), row.message_hash, row.estimated_tokens)
+    return Turn(
+        row.id,
+        row.chat_id,
+        row.user_message_id,
+        row.user_id,
+        TurnStatus(row.status),
+        dict(row.payload),
+        row.message_hash,
+        row.estimated_tokens,
+    )
 
 
 async def accept(
-    session: AsyncSession, *, chat_id: str, user_message_id: str, user_id: str,
-    payload: dict[str, Any], message_hash: str | None = None, estimated_tokens: int = 0,
+    session: AsyncSession,
+    *,
+    chat_id: str,
+    user_message_id: str,
+    user_id: str,
+    payload: dict[str, Any],
+    message_hash: str | None = None,
+    estimated_tokens: int = 0,
 ) -> int | None:
     """Record a turn; returns its id, or None when this (chat, message id) or this
     (chat, message hash) was seen before."""
     stmt = (
         pg_insert(TurnRow)
-        .values(chat_id=chat_id, user_message_id=user_message_id, user_id=user_id,
-                status=TurnStatus.QUEUED.value, payload=payload, message_hash=message_hash,
-                estimated_tokens=estimated_tokens)
+        .values(
+            chat_id=chat_id,
+            user_message_id=user_message_id,
+            user_id=user_id,
+            status=TurnStatus.QUEUED.value,
+            payload=payload,
+            message_hash=message_hash,
+            estimated_tokens=estimated_tokens,
+        )
         .on_conflict_do_nothing()  # either unique key: message id or message hash
         .returning(TurnRow.id)
     )
@@ -74,13 +94,21 @@ async def get(session: AsyncSession, *, turn_id: int) -> Turn | None:
 
 async def id_of(session: AsyncSession, *, chat_id: str, user_message_id: str) -> int | None:
     """Ledger id of the turn of this chat and user message, if it was handed over."""
-    return (await session.execute(
-        select(TurnRow.id).where(TurnRow.chat_id == chat_id,
-                                 TurnRow.user_message_id == user_message_id))).scalar()
+    return (
+        await session.execute(
+            select(TurnRow.id).where(
+                TurnRow.chat_id == chat_id, TurnRow.user_message_id == user_message_id
+            )
+        )
+    ).scalar()
 
 
 async def pending(
-    session: AsyncSession, *, chat_id: str, user_id: str, up_to: int | None = None,
+    session: AsyncSession,
+    *,
+    chat_id: str,
+    user_id: str,
+    up_to: int | None = None,
     lock: bool = False,
 ) -> list[Turn]:
     """One sender's queued turns in one chat, oldest first.
@@ -89,10 +117,15 @@ async def pending(
         up_to: only turns with an id up to this one (None: all).
         lock: row-lock them until the unit of work ends (the batch that extracts them).
     """
-    stmt = (select(TurnRow)
-            .where(TurnRow.chat_id == chat_id, TurnRow.user_id == user_id,
-                   TurnRow.status == TurnStatus.QUEUED.value)
-            .order_by(TurnRow.id))
+    stmt = (
+        select(TurnRow)
+        .where(
+            TurnRow.chat_id == chat_id,
+            TurnRow.user_id == user_id,
+            TurnRow.status == TurnStatus.QUEUED.value,
+        )
+        .order_by(TurnRow.id)
+    )
     if up_to is not None:
         stmt = stmt.where(TurnRow.id <= up_to)
     if lock:
@@ -101,7 +134,11 @@ async def pending(
 
 
 async def newer_recent(
-    session: AsyncSession, *, chat_id: str, turn_id: int, within_s: float,
+    session: AsyncSession,
+    *,
+    chat_id: str,
+    turn_id: int,
+    within_s: float,
     user_id: str | None = None,
 ) -> bool:
     """True when the chat has a turn accepted after `turn_id` and less than `within_s`
@@ -110,8 +147,10 @@ async def newer_recent(
     Such a turn's own quiet check is still to come; an older one's has run already.
     """
     stmt = select(TurnRow.id).where(
-        TurnRow.chat_id == chat_id, TurnRow.id > turn_id,
-        TurnRow.created_at > func.now() - func.make_interval(0, 0, 0, 0, 0, 0, within_s))
+        TurnRow.chat_id == chat_id,
+        TurnRow.id > turn_id,
+        TurnRow.created_at > func.now() - func.make_interval(0, 0, 0, 0, 0, 0, within_s),
+    )
     if user_id is not None:
         stmt = stmt.where(TurnRow.user_id == user_id)
     return (await session.execute(stmt.limit(1))).first() is not None
@@ -120,10 +159,16 @@ async def newer_recent(
 async def uncovered(session: AsyncSession, *, chat_id: str) -> list[Turn]:
     """Done turns of a chat that still keep their texts for the rolling summary, oldest
     first, row-locked until the unit of work ends."""
-    stmt = (select(TurnRow)
-            .where(TurnRow.chat_id == chat_id, TurnRow.status == TurnStatus.DONE.value,
-                   TurnRow.payload.has_key("texts"))
-            .order_by(TurnRow.id).with_for_update())
+    stmt = (
+        select(TurnRow)
+        .where(
+            TurnRow.chat_id == chat_id,
+            TurnRow.status == TurnStatus.DONE.value,
+            TurnRow.payload.has_key("texts"),
+        )
+        .order_by(TurnRow.id)
+        .with_for_update()
+    )
     return [_to_turn(r) for r in (await session.execute(stmt)).scalars()]
 
 
@@ -133,7 +178,8 @@ async def erase_texts(session: AsyncSession, *, turn_ids: list[int]) -> None:
         await session.execute(
             update(TurnRow)
             .where(TurnRow.id.in_(turn_ids), TurnRow.status == TurnStatus.DONE.value)
-            .values(payload=TurnRow.payload.op("-")("texts")))
+            .values(payload=TurnRow.payload.op("-")("texts"))
+        )
 
 
 async def lock_sender(session: AsyncSession, *, user_id: str) -> None:
@@ -156,8 +202,13 @@ async def get_for_update(session: AsyncSession, *, turn_id: int) -> Turn | None:
 
 
 async def finish(
-    session: AsyncSession, *, turn_id: int, status: TurnStatus, memories_written: int = 0,
-    error: str | None = None, keep_texts: bool = False,
+    session: AsyncSession,
+    *,
+    turn_id: int,
+    status: TurnStatus,
+    memories_written: int = 0,
+    error: str | None = None,
+    keep_texts: bool = False,
 ) -> None:
     """Close a turn. A done turn's message texts are erased (only the ledger key stays)
     unless `keep_texts` (the chat's rolling summary has yet to cover them: then only the
@@ -170,15 +221,23 @@ async def finish(
     else:
         payload = TurnRow.payload.op("-")("texts")
     await session.execute(
-        update(TurnRow).where(TurnRow.id == turn_id).values(
-            status=status.value, memories_written=memories_written, error=error,
-            finished_at=datetime.now(UTC), payload=payload,
+        update(TurnRow)
+        .where(TurnRow.id == turn_id)
+        .values(
+            status=status.value,
+            memories_written=memories_written,
+            error=error,
+            finished_at=datetime.now(UTC),
+            payload=payload,
         )
     )
 
 
 async def discard(
-    session: AsyncSession, *, chat_ids: Sequence[str] = (), user_id: str | None = None,
+    session: AsyncSession,
+    *,
+    chat_ids: Sequence[str] = (),
+    user_id: str | None = None,
 ) -> int:
     """Close the queued and failed turns of deleted chats, or of one user, without extracting
     them; their texts are erased. Waits for an extraction holding one of them to finish.
@@ -189,14 +248,19 @@ async def discard(
     if not chat_ids and user_id is None:
         return 0
     stmt = update(TurnRow).where(
-        TurnRow.status.in_([TurnStatus.QUEUED.value, TurnStatus.FAILED.value]))
+        TurnRow.status.in_([TurnStatus.QUEUED.value, TurnStatus.FAILED.value])
+    )
     if chat_ids:
         stmt = stmt.where(TurnRow.chat_id.in_(list(chat_ids)))
     if user_id is not None:
         stmt = stmt.where(TurnRow.user_id == user_id)
-    result = await session.execute(stmt.values(
-        status=TurnStatus.DISCARDED.value, finished_at=datetime.now(UTC),
-        payload=TurnRow.payload.op("-")("texts")))
+    result = await session.execute(
+        stmt.values(
+            status=TurnStatus.DISCARDED.value,
+            finished_at=datetime.now(UTC),
+            payload=TurnRow.payload.op("-")("texts"),
+        )
+    )
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
@@ -219,9 +283,12 @@ async def waiting(session: AsyncSession) -> list[tuple[int, str]]:
     """(newest turn id, sender id) per chat and sender with turns still waiting for
     extraction, oldest first."""
     newest = func.max(TurnRow.id)
-    stmt = (select(newest, TurnRow.user_id)
-            .where(TurnRow.status == TurnStatus.QUEUED.value)
-            .group_by(TurnRow.chat_id, TurnRow.user_id).order_by(newest))
+    stmt = (
+        select(newest, TurnRow.user_id)
+        .where(TurnRow.status == TurnStatus.QUEUED.value)
+        .group_by(TurnRow.chat_id, TurnRow.user_id)
+        .order_by(newest)
+    )
     return [(int(i), str(u)) for i, u in (await session.execute(stmt)).all()]
 
 

@@ -25,13 +25,21 @@ async def is_paused(session: AsyncSession, *, user_id: str) -> bool:
 async def set_paused(session: AsyncSession, *, user_id: str, paused: bool, at: datetime) -> None:
     """Pause or resume learning for a user."""
     stmt = pg_insert(UserSettingsRow).values(user_id=user_id, paused=paused, updated_at=at)
-    await session.execute(stmt.on_conflict_do_update(
-        index_elements=["user_id"], set_={"paused": paused, "updated_at": at}))
+    await session.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["user_id"], set_={"paused": paused, "updated_at": at}
+        )
+    )
 
 
 async def record_use(
-    session: AsyncSession, *, user_id: str, chat_id: str | None, memory_ids: Sequence[uuid.UUID],
-    items: list[dict[str, Any]], at: datetime,
+    session: AsyncSession,
+    *,
+    user_id: str,
+    chat_id: str | None,
+    memory_ids: Sequence[uuid.UUID],
+    items: list[dict[str, Any]],
+    at: datetime,
 ) -> None:
     """After a turn: the injected memories' last use, and (in a chat) what went into it.
 
@@ -47,22 +55,29 @@ async def record_use(
     if chat_id is None:
         await session.execute(_MARK_USED, params)
     else:
-        await session.execute(_MARK_USED_AND_RECORD,
-                              params | {"user_id": user_id, "chat_id": chat_id, "items": items})
+        await session.execute(
+            _MARK_USED_AND_RECORD, params | {"user_id": user_id, "chat_id": chat_id, "items": items}
+        )
 
 
 def _record_use_statements() -> tuple[Any, Any]:
     memories = MemoryRow.__table__
     at = bindparam("at", type_=DateTime(timezone=True))
-    used = (update(memories)
-            .where(memories.c.id == any_(bindparam("ids", type_=ARRAY(PG_UUID(as_uuid=True)))),
-                   or_(memories.c.last_used_at.is_(None), memories.c.last_used_at < at))
-            .values(last_used_at=at))
+    used = (
+        update(memories)
+        .where(
+            memories.c.id == any_(bindparam("ids", type_=ARRAY(PG_UUID(as_uuid=True)))),
+            or_(memories.c.last_used_at.is_(None), memories.c.last_used_at < at),
+        )
+        .values(last_used_at=at)
+    )
     items = bindparam("items", type_=JSONB)
     upsert = pg_insert(InjectionRow.__table__).values(
-        user_id=bindparam("user_id"), chat_id=bindparam("chat_id"), at=at, items=items)
+        user_id=bindparam("user_id"), chat_id=bindparam("chat_id"), at=at, items=items
+    )
     return used, upsert.on_conflict_do_update(
-        index_elements=["user_id", "chat_id"], set_={"at": at, "items": items},
+        index_elements=["user_id", "chat_id"],
+        set_={"at": at, "items": items},
     ).add_cte(used.cte("used"))
 
 

@@ -18,8 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.core.records import Status
 from service.storage.tables import MemoryRow
 
-__all__ = ["PendingMemory", "clear_foreign", "count_pending", "models_in_use", "pending_batch",
-           "store_vectors"]
+__all__ = [
+    "PendingMemory",
+    "clear_foreign",
+    "count_pending",
+    "models_in_use",
+    "pending_batch",
+    "store_vectors",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +54,7 @@ async def clear_foreign(session: AsyncSession, *, model: str) -> int:
     """
     result = await session.execute(
         update(MemoryRow)
-        .where(MemoryRow.embedding.is_not(None),
-               MemoryRow.embedding_model.is_distinct_from(model))
+        .where(MemoryRow.embedding.is_not(None), MemoryRow.embedding_model.is_distinct_from(model))
         .values(embedding=None, embedding_model=None)
     )
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
@@ -79,7 +84,8 @@ async def store_vectors(
 
     Args:
         items: the memories as read by `pending_batch`.
-        vectors: (len(items), d) float32 (d: the model's dimension), L2-normalized, in the order of `items`.
+        vectors: (len(items), d) float32 (d: the model's dimension), L2-normalized, in the
+            order of `items`.
         model: name of the model that made them.
 
     Returns:
@@ -90,8 +96,11 @@ async def store_vectors(
     for item, vector in zip(items, vectors, strict=True):
         result = await session.execute(
             update(MemoryRow)
-            .where(MemoryRow.id == item.id, MemoryRow.version == item.version,
-                   MemoryRow.status != Status.DELETED.value)
+            .where(
+                MemoryRow.id == item.id,
+                MemoryRow.version == item.version,
+                MemoryRow.status != Status.DELETED.value,
+            )
             .values(embedding=np.asarray(vector, dtype=np.float32), embedding_model=model)
         )
         stored += int(result.rowcount or 0)  # type: ignore[attr-defined]
@@ -100,7 +109,9 @@ async def store_vectors(
 
 async def models_in_use(session: AsyncSession) -> dict[str | None, int]:
     """Embedding model name → memories with content (None: no vector yet)."""
-    stmt = (select(MemoryRow.embedding_model, func.count())
-            .where(MemoryRow.status != Status.DELETED.value, MemoryRow.content != "")
-            .group_by(MemoryRow.embedding_model))
+    stmt = (
+        select(MemoryRow.embedding_model, func.count())
+        .where(MemoryRow.status != Status.DELETED.value, MemoryRow.content != "")
+        .group_by(MemoryRow.embedding_model)
+    )
     return {m: int(n) for m, n in (await session.execute(stmt)).all()}

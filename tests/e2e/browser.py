@@ -26,9 +26,15 @@ from typing import Any
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run",
-               "--disable-dev-shm-usage"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 TYPING_DELAY_MS = 20
 POLL_INTERVAL_S = 0.2
 
@@ -88,12 +94,14 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 page.keyboard.press("Enter")
                 page.wait_for_url("**/c/*")
                 chat_id = page.url.rsplit("/c/", 1)[1].split("?")[0]
-                reply = _poll(partial(page.evaluate, _REPLY_DONE_JS,
-                                      [chat_id, message["text"].strip()]),
-                              timeout_s=job.get("timeout_s", 60))
+                reply = _poll(
+                    partial(page.evaluate, _REPLY_DONE_JS, [chat_id, message["text"].strip()]),
+                    timeout_s=job.get("timeout_s", 60),
+                )
                 selector = f"#message-{reply['id']}"
-                page.wait_for_function(_SHOWS_LINES_JS, polling=100,
-                                       arg=[selector, message.get("expect_lines") or []])
+                page.wait_for_function(
+                    _SHOWS_LINES_JS, polling=100, arg=[selector, message.get("expect_lines") or []]
+                )
                 reply["rendered"] = page.inner_text(selector)
                 replies.append(reply)
             if job.get("screenshot"):

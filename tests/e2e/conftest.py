@@ -71,7 +71,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if TIMINGS:
         terminalreporter.write_line(
-            "e2e timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in TIMINGS.items()))
+            "e2e timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in TIMINGS.items())
+        )
 
 
 @dataclass
@@ -100,40 +101,65 @@ class Stack:
             self.clients[who] = OpenWebUIClient(self.base_url, account)
         return self.clients[who]
 
-    def run_installer(self, *args: str, token: str | None = None,
-                      command: str = "install") -> subprocess.CompletedProcess[str]:
+    def run_installer(
+        self, *args: str, token: str | None = None, command: str = "install"
+    ) -> subprocess.CompletedProcess[str]:
         """`python -m service openwebui <command>` against this Open WebUI, as the admin."""
-        argv = [sys.executable, "-m", "service", "openwebui", command,
-                "--url", self.base_url, "--token", token or self.admin.token]
+        argv = [
+            sys.executable,
+            "-m",
+            "service",
+            "openwebui",
+            command,
+            "--url",
+            self.base_url,
+            "--token",
+            token or self.admin.token,
+        ]
         if command == "install":
             argv += ["--service-url", self.service_url, "--api-key", self.service_key]
-        return subprocess.run([*argv, *args], cwd=REPO, capture_output=True, text=True,
-                              timeout=INSTALLER_TIMEOUT_S, check=False)
+        return subprocess.run(
+            [*argv, *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=INSTALLER_TIMEOUT_S,
+            check=False,
+        )
 
     def be_patient_with_the_service(self) -> None:
         """Raise the filter's timeouts to PATIENT_DEADLINE_S (run after each fresh install)."""
         admin = self.client("admin")
         valves = admin.call("GET", "/api/v1/functions/id/memory_filter/valves") or {}
-        admin.call("POST", "/api/v1/functions/id/memory_filter/valves/update", json={
-            **valves, "inlet_timeout_s": PATIENT_DEADLINE_S,
-            "outlet_timeout_s": PATIENT_DEADLINE_S, "command_timeout_s": PATIENT_DEADLINE_S})
+        admin.call(
+            "POST",
+            "/api/v1/functions/id/memory_filter/valves/update",
+            json={
+                **valves,
+                "inlet_timeout_s": PATIENT_DEADLINE_S,
+                "outlet_timeout_s": PATIENT_DEADLINE_S,
+                "command_timeout_s": PATIENT_DEADLINE_S,
+            },
+        )
 
     def forget_memories(self, user_id: str) -> None:
         """Delete every memory of a user through the service's API."""
         while True:
-            page = self.service.get(f"/v1/users/{user_id}/memories",
-                                    params={"limit": 200}).json()
+            page = self.service.get(f"/v1/users/{user_id}/memories", params={"limit": 200}).json()
             if not page["items"]:
                 return
             for memory in page["items"]:
                 answer = self.service.delete(f"/v1/users/{user_id}/memories/{memory['id']}")
                 assert answer.status_code == 204, answer.text
 
-    def add_memory(self, user_id: str, content: str, bank: str = "personal",
-                   folder_id: str | None = None) -> dict[str, Any]:
+    def add_memory(
+        self, user_id: str, content: str, bank: str = "personal", folder_id: str | None = None
+    ) -> dict[str, Any]:
         """Add a memory through the service's API (Project Memory: `folder_id` owns it)."""
-        answer = self.service.post(f"/v1/users/{user_id}/memories",
-                                   json={"content": content, "bank": bank, "folder_id": folder_id})
+        answer = self.service.post(
+            f"/v1/users/{user_id}/memories",
+            json={"content": content, "bank": bank, "folder_id": folder_id},
+        )
         assert answer.status_code == 201, answer.text
         memory: dict[str, Any] = answer.json()
         return memory
@@ -148,52 +174,81 @@ def _require_installed() -> None:
 def _open_webui_env(data_dir: Path, stub_url: str) -> dict[str, str]:
     """Offline, headless settings (E2E.md §3); they apply because the data dir is fresh."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.update({
-        "DATA_DIR": str(data_dir),
-        "WEBUI_SECRET_KEY": secrets.token_hex(16),
-        "WEBUI_ADMIN_EMAIL": ADMIN_EMAIL, "WEBUI_ADMIN_PASSWORD": ADMIN_PASSWORD,
-        "WEBUI_ADMIN_NAME": "Admin",
-        "OFFLINE_MODE": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-        "ENABLE_OLLAMA_API": "false", "ENABLE_OPENAI_API": "true",
-        "OPENAI_API_BASE_URL": stub_url, "OPENAI_API_KEY": "x",
-        "RAG_EMBEDDING_ENGINE": "openai", "RAG_OPENAI_API_BASE_URL": stub_url,
-        "RAG_OPENAI_API_KEY": "x",
-        "DEFAULT_MODELS": MODEL_ID,
-        # Off by default; the privacy tests need channels and users who share folders.
-        "ENABLE_CHANNELS": "true", "USER_PERMISSIONS_FOLDERS_ALLOW_SHARING": "true",
-        "ENABLE_VERSION_UPDATE_CHECK": "false",
-        "ENABLE_PIP_INSTALL_FRONTMATTER_REQUIREMENTS": "false",
-        "ENABLE_TITLE_GENERATION": "false", "ENABLE_TAGS_GENERATION": "false",
-        "ENABLE_FOLLOW_UP_GENERATION": "false", "ENABLE_AUTOCOMPLETE_GENERATION": "false",
-        "ANONYMIZED_TELEMETRY": "false", "SCARF_NO_ANALYTICS": "true", "DO_NOT_TRACK": "true",
-    })
+    env.update(
+        {
+            "DATA_DIR": str(data_dir),
+            "WEBUI_SECRET_KEY": secrets.token_hex(16),
+            "WEBUI_ADMIN_EMAIL": ADMIN_EMAIL,
+            "WEBUI_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "WEBUI_ADMIN_NAME": "Admin",
+            "OFFLINE_MODE": "true",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "ENABLE_OLLAMA_API": "false",
+            "ENABLE_OPENAI_API": "true",
+            "OPENAI_API_BASE_URL": stub_url,
+            "OPENAI_API_KEY": "x",
+            "RAG_EMBEDDING_ENGINE": "openai",
+            "RAG_OPENAI_API_BASE_URL": stub_url,
+            "RAG_OPENAI_API_KEY": "x",
+            "DEFAULT_MODELS": MODEL_ID,
+            # Off by default; the privacy tests need channels and users who share folders.
+            "ENABLE_CHANNELS": "true",
+            "USER_PERMISSIONS_FOLDERS_ALLOW_SHARING": "true",
+            "ENABLE_VERSION_UPDATE_CHECK": "false",
+            "ENABLE_PIP_INSTALL_FRONTMATTER_REQUIREMENTS": "false",
+            "ENABLE_TITLE_GENERATION": "false",
+            "ENABLE_TAGS_GENERATION": "false",
+            "ENABLE_FOLLOW_UP_GENERATION": "false",
+            "ENABLE_AUTOCOMPLETE_GENERATION": "false",
+            "ANONYMIZED_TELEMETRY": "false",
+            "SCARF_NO_ANALYTICS": "true",
+            "DO_NOT_TRACK": "true",
+        }
+    )
     return env
 
 
 def _service_env(state_dir: Path, port: int, key: str, llm_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MEMORY_", "LLM_", "EMBEDDING_")) and k != "DATABASE_URL"}
-    env.update({
-        "MEMORY_STATE_DIR": str(state_dir), "MEMORY_HOST": "127.0.0.1",
-        "MEMORY_PORT": str(port), "MEMORY_API_KEY": key,
-        "MEMORY_CONTEXT_DEADLINE_S": str(PATIENT_DEADLINE_S),
-        "LLM_BASE_URL": llm_url, "LLM_MODEL": EXTRACTION_MODEL,
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-    })
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MEMORY_", "LLM_", "EMBEDDING_")) and k != "DATABASE_URL"
+    }
+    env.update(
+        {
+            "MEMORY_STATE_DIR": str(state_dir),
+            "MEMORY_HOST": "127.0.0.1",
+            "MEMORY_PORT": str(port),
+            "MEMORY_API_KEY": key,
+            "MEMORY_CONTEXT_DEADLINE_S": str(PATIENT_DEADLINE_S),
+            "LLM_BASE_URL": llm_url,
+            "LLM_MODEL": EXTRACTION_MODEL,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+    )
     return env
 
 
 def _sign_in(base_url: str, email: str, password: str) -> Account:
-    answer = httpx.post(f"{base_url}/api/v1/auths/signin", trust_env=False, timeout=30,
-                        json={"email": email, "password": password})
+    answer = httpx.post(
+        f"{base_url}/api/v1/auths/signin",
+        trust_env=False,
+        timeout=30,
+        json={"email": email, "password": password},
+    )
     assert answer.status_code == 200, answer.text
     data = answer.json()
     return Account(data["id"], email, password, data["name"], data["role"], data["token"])
 
 
 def add_user(admin: OpenWebUIClient, name: str, email: str) -> Account:
-    data = admin.call("POST", "/api/v1/auths/add", json={
-        "name": name, "email": email, "password": USER_PASSWORD, "role": "user"})
+    data = admin.call(
+        "POST",
+        "/api/v1/auths/add",
+        json={"name": name, "email": email, "password": USER_PASSWORD, "role": "user"},
+    )
     assert data["role"] == "user", data
     return Account(data["id"], email, USER_PASSWORD, name, "user", data["token"])
 
@@ -217,16 +272,25 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         started = time.monotonic()
         service = ManagedProcess.start(
-            "memory service", [sys.executable, "-m", "service", "serve"],
-            env=_service_env(tmp_path_factory.mktemp("memory-state"), service_port,
-                             service_key, extraction_stub.base_url),
-            cwd=REPO, log_path=ARTIFACTS / "memory-service.log")
+            "memory service",
+            [sys.executable, "-m", "service", "serve"],
+            env=_service_env(
+                tmp_path_factory.mktemp("memory-state"),
+                service_port,
+                service_key,
+                extraction_stub.base_url,
+            ),
+            cwd=REPO,
+            log_path=ARTIFACTS / "memory-service.log",
+        )
         cleanup.callback(service.stop)
         owui = ManagedProcess.start(
             "open-webui",
             [str(OPEN_WEBUI_BIN), "serve", "--host", "127.0.0.1", "--port", str(owui_port)],
             env=_open_webui_env(tmp_path_factory.mktemp("owui-data"), model_stub.base_url),
-            cwd=work_dir, log_path=ARTIFACTS / "open-webui.log")
+            cwd=work_dir,
+            log_path=ARTIFACTS / "open-webui.log",
+        )
         cleanup.callback(owui.stop)
         # Both start at once; each wait is bounded and fails with the process's last output.
         service.wait_http(f"{service_url}/readyz", timeout_s=SERVICE_START_TIMEOUT_S)
@@ -236,23 +300,50 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         admin = _sign_in(base_url, ADMIN_EMAIL, ADMIN_PASSWORD)
         admin_client = OpenWebUIClient(base_url, admin)
-        users = {"a": add_user(admin_client, "Alice", "alice@example.com"),
-                 "b": add_user(admin_client, "Bob", "bob@example.com")}
+        users = {
+            "a": add_user(admin_client, "Alice", "alice@example.com"),
+            "b": add_user(admin_client, "Bob", "bob@example.com"),
+        }
         # Ordinary users may only use models that have a row granting them read access.
         admin_client.call("GET", "/api/models", params={"refresh": "true"})
-        admin_client.call("POST", "/api/v1/models/create", json={
-            "id": MODEL_ID, "base_model_id": None, "name": MODEL_ID, "meta": {}, "params": {},
-            "is_active": True, "access_grants": [
-                {"principal_type": "user", "principal_id": "*", "permission": "read"}]})
+        admin_client.call(
+            "POST",
+            "/api/v1/models/create",
+            json={
+                "id": MODEL_ID,
+                "base_model_id": None,
+                "name": MODEL_ID,
+                "meta": {},
+                "params": {},
+                "is_active": True,
+                "access_grants": [
+                    {"principal_type": "user", "principal_id": "*", "permission": "read"}
+                ],
+            },
+        )
         # The admin's first browser visit would open a blocking "What's New" dialog.
-        admin_client.call("POST", "/api/v1/users/user/settings/update",
-                          json={"ui": {"showChangelog": False}})
+        admin_client.call(
+            "POST", "/api/v1/users/user/settings/update", json={"ui": {"showChangelog": False}}
+        )
 
-        service_client = httpx.Client(base_url=service_url, timeout=30, trust_env=False,
-                                      headers={"Authorization": f"Bearer {service_key}"})
+        service_client = httpx.Client(
+            base_url=service_url,
+            timeout=30,
+            trust_env=False,
+            headers={"Authorization": f"Bearer {service_key}"},
+        )
         cleanup.callback(service_client.close)
-        result = Stack(base_url, admin, users, service_url, service_key, service_client,
-                       model_stub, extraction_stub, installer_output="")
+        result = Stack(
+            base_url,
+            admin,
+            users,
+            service_url,
+            service_key,
+            service_client,
+            model_stub,
+            extraction_stub,
+            installer_output="",
+        )
         result.clients["admin"] = admin_client
         cleanup.callback(lambda: [c.close() for c in result.clients.values()])
 

@@ -39,8 +39,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_until(condition: Callable[[], T | None], *, timeout_s: float, what: str,
-               interval_s: float = POLL_INTERVAL_S) -> T:
+def wait_until(
+    condition: Callable[[], T | None],
+    *,
+    timeout_s: float,
+    what: str,
+    interval_s: float = POLL_INTERVAL_S,
+) -> T:
     """Poll `condition` until it returns something truthy; TimeoutError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -64,12 +69,14 @@ class ManagedProcess:
     log_path: Path
 
     @classmethod
-    def start(cls, name: str, argv: list[str], *, env: dict[str, str], cwd: Path,
-              log_path: Path) -> ManagedProcess:
+    def start(
+        cls, name: str, argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path
+    ) -> ManagedProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("wb") as log:
-            popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+            popen = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         return cls(name, popen, log_path)
 
     def wait_http(self, url: str, *, timeout_s: float) -> float:
@@ -78,8 +85,9 @@ class ManagedProcess:
 
         def ready() -> bool:
             if self.popen.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.popen.returncode}; "
-                                   f"last output:\n{self.tail()}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.popen.returncode}; last output:\n{self.tail()}"
+                )
             try:
                 return httpx.get(url, timeout=2, trust_env=False).status_code == 200
             except httpx.HTTPError:
@@ -157,8 +165,12 @@ class OpenWebUIClient:
     def __init__(self, base_url: str, account: Account) -> None:
         self.base_url = base_url
         self.account = account
-        self.http = httpx.Client(base_url=base_url, timeout=60, trust_env=False,
-                                 headers={"Authorization": f"Bearer {account.token}"})
+        self.http = httpx.Client(
+            base_url=base_url,
+            timeout=60,
+            trust_env=False,
+            headers={"Authorization": f"Bearer {account.token}"},
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -166,18 +178,29 @@ class OpenWebUIClient:
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """One request; AssertionError with the answer's body on a non-2xx status."""
         response = self.http.request(method, path, **kwargs)
-        assert response.is_success, (f"{method} {path} as {self.account.email} answered "
-                                     f"{response.status_code}: {response.text[:500]}")
+        assert response.is_success, (
+            f"{method} {path} as {self.account.email} answered "
+            f"{response.status_code}: {response.text[:500]}"
+        )
         return response.json() if response.content else None
 
     # -- chats -----------------------------------------------------------------------------
 
     def new_thread(self, title: str = "e2e", *, folder_id: str | None = None) -> Thread:
         """A new saved chat of this user, inside `folder_id` when given."""
-        chat = self.call("POST", "/api/v1/chats/new", json={"chat": {
-            "title": title, "models": [MODEL_ID],
-            "history": {"messages": {}, "currentId": None}, "messages": []},
-            "folder_id": folder_id})
+        chat = self.call(
+            "POST",
+            "/api/v1/chats/new",
+            json={
+                "chat": {
+                    "title": title,
+                    "models": [MODEL_ID],
+                    "history": {"messages": {}, "currentId": None},
+                    "messages": [],
+                },
+                "folder_id": folder_id,
+            },
+        )
         assert chat["folder_id"] == folder_id, chat
         return Thread(chat_id=chat["id"])
 
@@ -185,8 +208,9 @@ class OpenWebUIClient:
         chat: dict[str, Any] = self.call("GET", f"/api/v1/chats/{chat_id}")
         return chat
 
-    def stored_message(self, chat_id: str, message_id: str, *,
-                       timeout_s: float = 30) -> dict[str, Any]:
+    def stored_message(
+        self, chat_id: str, message_id: str, *, timeout_s: float = 30
+    ) -> dict[str, Any]:
         """The stored message once it is `done` (polled)."""
 
         def done() -> dict[str, Any] | None:
@@ -196,9 +220,16 @@ class OpenWebUIClient:
 
         return wait_until(done, timeout_s=timeout_s, what=f"message {message_id} to be done")
 
-    def send(self, thread: Thread, text: str, *, stream: bool = False,
-             session_id: str | None = None, model: str = MODEL_ID,
-             extra: dict[str, Any] | None = None) -> Turn:
+    def send(
+        self,
+        thread: Thread,
+        text: str,
+        *,
+        stream: bool = False,
+        session_id: str | None = None,
+        model: str = MODEL_ID,
+        extra: dict[str, Any] | None = None,
+    ) -> Turn:
         """One turn in a saved chat; the reply is read back from the stored chat when needed.
 
         Without `session_id` a non-streaming call answers the completion and a streaming one
@@ -207,10 +238,17 @@ class OpenWebUIClient:
         user_id, assistant_id = str(uuid.uuid4()), str(uuid.uuid4())
         user_message = {"role": "user", "content": text}
         body: dict[str, Any] = {
-            "model": model, "stream": stream, "chat_id": thread.chat_id, "id": assistant_id,
+            "model": model,
+            "stream": stream,
+            "chat_id": thread.chat_id,
+            "id": assistant_id,
             "messages": [*thread.messages, user_message],
-            "user_message": {"id": user_id, **user_message, "parentId": thread.parent_id,
-                             "models": [model]},
+            "user_message": {
+                "id": user_id,
+                **user_message,
+                "parentId": thread.parent_id,
+                "models": [model],
+            },
             **(extra or {}),
         }
         if session_id is not None:
@@ -222,11 +260,21 @@ class OpenWebUIClient:
         thread.parent_id = assistant_id
         return Turn(response=response, reply=reply, stored=stored)
 
-    def send_without_chat(self, text: str, *, stream: bool = False, model: str = MODEL_ID,
-                          extra: dict[str, Any] | None = None) -> Turn:
+    def send_without_chat(
+        self,
+        text: str,
+        *,
+        stream: bool = False,
+        model: str = MODEL_ID,
+        extra: dict[str, Any] | None = None,
+    ) -> Turn:
         """One turn with no chat (plain API call); the reply comes from the response only."""
-        body = {"model": model, "stream": stream,
-                "messages": [{"role": "user", "content": text}], **(extra or {})}
+        body = {
+            "model": model,
+            "stream": stream,
+            "messages": [{"role": "user", "content": text}],
+            **(extra or {}),
+        }
         if not stream:
             answer = self.call("POST", "/api/chat/completions", json=body)
             return Turn(answer, answer["choices"][0]["message"]["content"], None)

@@ -64,10 +64,17 @@ def shared_folder(stack: Stack, people: dict[str, str]) -> str:
     alice = stack.client("a")
     folder = alice.call("POST", "/api/v1/folders/", json={"name": "Lighthouse restoration"})
     # Open WebUI checks each permission against its own grant row: write needs read too.
-    alice.call("POST", f"/api/v1/folders/{folder['id']}/access/update", json={
-        "access_grants": [{"principal_type": "user", "principal_id": people["b"],
-                           "permission": permission} for permission in ("read", "write")],
-        "share_mode": "continue"})
+    alice.call(
+        "POST",
+        f"/api/v1/folders/{folder['id']}/access/update",
+        json={
+            "access_grants": [
+                {"principal_type": "user", "principal_id": people["b"], "permission": permission}
+                for permission in ("read", "write")
+            ],
+            "share_mode": "continue",
+        },
+    )
     stack.add_memory(people["a"], FACTS["project"], bank="project", folder_id=folder["id"])
     folder_id: str = folder["id"]
     return folder_id
@@ -78,8 +85,10 @@ def test_private_chats_recall_their_owner_s_personal_memories(stack: Stack):
     # The control for the tests below: QUESTION does recall every Personal memory.
     alice, bob = stack.client("a"), stack.client("b")
 
-    seen = {"alice": _ask(stack, alice, alice.new_thread()),
-            "bob": _ask(stack, bob, bob.new_thread())}
+    seen = {
+        "alice": _ask(stack, alice, alice.new_thread()),
+        "bob": _ask(stack, bob, bob.new_thread()),
+    }
 
     assert {who: _recalled(request) for who, request in seen.items()} == {
         "alice": {"personal a", "patterns a"},
@@ -88,12 +97,12 @@ def test_private_chats_recall_their_owner_s_personal_memories(stack: Stack):
 
 
 def test_a_private_folder_adds_its_project_memory_to_its_owner_s_personal_ones(
-    stack: Stack, people: dict[str, str],
+    stack: Stack,
+    people: dict[str, str],
 ):
     alice = stack.client("a")
     folder = alice.call("POST", "/api/v1/folders/", json={"name": "Lighthouse model"})
-    stack.add_memory(people["a"], FACTS["private project"], bank="project",
-                     folder_id=folder["id"])
+    stack.add_memory(people["a"], FACTS["private project"], bank="project", folder_id=folder["id"])
 
     request = _ask(stack, alice, alice.new_thread(folder_id=folder["id"]))
 
@@ -101,7 +110,9 @@ def test_a_private_folder_adds_its_project_memory_to_its_owner_s_personal_ones(
 
 
 def test_a_shared_folder_gives_both_members_its_project_memory_and_nobody_a_personal_one(
-    stack: Stack, people: dict[str, str], shared_folder: str,
+    stack: Stack,
+    people: dict[str, str],
+    shared_folder: str,
 ):
     alice, bob = stack.client("a"), stack.client("b")
     as_bob = bob.call("GET", f"/api/v1/folders/{shared_folder}")
@@ -125,15 +136,22 @@ def test_a_shared_folder_gives_both_members_its_project_memory_and_nobody_a_pers
 
 
 def test_a_chat_shared_in_continue_mode_reads_no_personal_memory(
-    stack: Stack, people: dict[str, str],
+    stack: Stack,
+    people: dict[str, str],
 ):
     alice, bob = stack.client("a"), stack.client("b")
     thread = alice.new_thread()
     alice.call("POST", f"/api/v1/chats/{thread.chat_id}/share", json={"share_mode": "continue"})
-    alice.call("POST", f"/api/v1/chats/shared/{thread.chat_id}/access/update", json={
-        "access_grants": [{"principal_type": "user", "principal_id": people["b"],
-                           "permission": "read"}],
-        "share_mode": "continue"})
+    alice.call(
+        "POST",
+        f"/api/v1/chats/shared/{thread.chat_id}/access/update",
+        json={
+            "access_grants": [
+                {"principal_type": "user", "principal_id": people["b"], "permission": "read"}
+            ],
+            "share_mode": "continue",
+        },
+    )
 
     seen = {"alice, owner": _ask(stack, alice, thread), "bob": _ask(stack, bob, thread)}
 
@@ -144,33 +162,48 @@ def test_a_chat_shared_in_continue_mode_reads_no_personal_memory(
 
 
 def test_a_channel_at_model_turn_reads_no_personal_memory_of_the_sender(
-    stack: Stack, people: dict[str, str],
+    stack: Stack,
+    people: dict[str, str],
 ):
     alice = stack.client("a")
-    channel = alice.call("POST", "/api/v1/channels/create", json={
-        "name": "lighthouse-crew", "type": "group", "user_ids": [people["b"]]})
+    channel = alice.call(
+        "POST",
+        "/api/v1/channels/create",
+        json={"name": "lighthouse-crew", "type": "group", "user_ids": [people["b"]]},
+    )
     mark = stack.model_log.mark()
 
-    posted = alice.call("POST", f"/api/v1/channels/{channel['id']}/messages/post", json={
-        "content": f"<@M:{MODEL_ID}|{MODEL_ID}> {QUESTION}"})
+    posted = alice.call(
+        "POST",
+        f"/api/v1/channels/{channel['id']}/messages/post",
+        json={"content": f"<@M:{MODEL_ID}|{MODEL_ID}> {QUESTION}"},
+    )
 
     # Open WebUI answers the post at once and calls the model in a background task.
-    request = wait_until(lambda: next(iter(stack.model_log.iter_chat(mark)), None),
-                         timeout_s=CHANNEL_WAIT_S, what="the channel's model call")
-    reply = wait_until(lambda: _model_reply(alice, channel["id"], posted["id"]),
-                       timeout_s=CHANNEL_WAIT_S, what="the model's reply in the channel")
+    request = wait_until(
+        lambda: next(iter(stack.model_log.iter_chat(mark)), None),
+        timeout_s=CHANNEL_WAIT_S,
+        what="the channel's model call",
+    )
+    reply = wait_until(
+        lambda: _model_reply(alice, channel["id"], posted["id"]),
+        timeout_s=CHANNEL_WAIT_S,
+        what="the model's reply in the channel",
+    )
     assert last_user_text(request) == f"Alice: {MODEL_ID} {QUESTION}"
     assert reply["content"] == DEFAULT_REPLY
     assert len(list(stack.model_log.iter_chat(mark))) == 1
     assert _recalled(request) == {"patterns a"}
 
 
-def _model_reply(client: OpenWebUIClient, channel_id: str,
-                 message_id: str) -> dict[str, Any] | None:
+def _model_reply(
+    client: OpenWebUIClient, channel_id: str, message_id: str
+) -> dict[str, Any] | None:
     """The finished reply of the model in the thread of `message_id`, if there is one yet."""
     thread = client.call("GET", f"/api/v1/channels/{channel_id}/messages/{message_id}/thread")
     for message in thread:
-        if (message.get("meta") or {}).get("model_id") == MODEL_ID \
-                and message.get("content") == DEFAULT_REPLY:
+        if (message.get("meta") or {}).get("model_id") == MODEL_ID and message.get(
+            "content"
+        ) == DEFAULT_REPLY:
             return dict(message)
     return None

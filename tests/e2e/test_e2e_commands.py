@@ -25,11 +25,14 @@ README_SCREENSHOT = REPO / "docs" / "img" / "memory-list.png"
 BROWSER_TIMEOUT_S = 180
 
 
-def _service_answer(stack: Stack, user_id: str, command: str, *, kind: str = "saved",
-                    chat_id: str = "") -> str:
+def _service_answer(
+    stack: Stack, user_id: str, command: str, *, kind: str = "saved", chat_id: str = ""
+) -> str:
     """What the service itself answers to a command for this user and chat."""
-    answer = stack.service.post("/v1/commands", json={
-        "chat": {"user_id": user_id, "kind": kind, "chat_id": chat_id}, "command": command})
+    answer = stack.service.post(
+        "/v1/commands",
+        json={"chat": {"user_id": user_id, "kind": kind, "chat_id": chat_id}, "command": command},
+    )
     assert answer.status_code == 200, answer.text
     text: str = answer.json()["text"]
     return text
@@ -62,7 +65,9 @@ def alice_keeps_bees(stack: Stack) -> str:
 
 @pytest.mark.parametrize("variant", ["json", "stream", "stream-session"])
 def test_memory_list_in_a_saved_chat_is_exact_and_costs_no_llm_call(
-    stack: Stack, alice_keeps_bees: str, variant: str,
+    stack: Stack,
+    alice_keeps_bees: str,
+    variant: str,
 ):
     alice = stack.client("a")
     thread = alice.new_thread()
@@ -70,8 +75,12 @@ def test_memory_list_in_a_saved_chat_is_exact_and_costs_no_llm_call(
     turns_before = _turns_total(stack)
     mark = stack.model_log.mark()
 
-    turn = alice.send(thread, "/memory list", stream=variant != "json",
-                      session_id=f"e2e-{uuid.uuid4()}" if variant == "stream-session" else None)
+    turn = alice.send(
+        thread,
+        "/memory list",
+        stream=variant != "json",
+        session_id=f"e2e-{uuid.uuid4()}" if variant == "stream-session" else None,
+    )
 
     assert FACT in expected
     assert stack.model_log.since(mark) == []
@@ -89,7 +98,9 @@ def test_memory_list_in_a_saved_chat_is_exact_and_costs_no_llm_call(
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_memory_list_without_a_chat_answers_exactly_without_llm(
-    stack: Stack, alice_keeps_bees: str, stream: bool,
+    stack: Stack,
+    alice_keeps_bees: str,
+    stream: bool,
 ):
     expected = _service_answer(stack, alice_keeps_bees, "/memory list", kind="api")
     mark = stack.model_log.mark()
@@ -125,14 +136,26 @@ def test_the_pipe_model_called_directly_refuses(stack: Stack):
     assert stack.model_log.since(mark) == []
 
 
-def _run_browser(stack: Stack, email: str, messages: list[dict[str, Any]],
-                 screenshot: str) -> dict[str, Any]:
+def _run_browser(
+    stack: Stack, email: str, messages: list[dict[str, Any]], screenshot: str
+) -> dict[str, Any]:
     """Drive headless Chromium with the Playwright venv; returns browser.py's report."""
-    job = {"base_url": stack.base_url, "email": email, "password": USER_PASSWORD,
-           "messages": messages, "screenshot": screenshot, "timeout_s": 60}
-    done = subprocess.run([str(PLAYWRIGHT_PYTHON), str(BROWSER_SCRIPT)], input=json.dumps(job),
-                          capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S,
-                          check=False)
+    job = {
+        "base_url": stack.base_url,
+        "email": email,
+        "password": USER_PASSWORD,
+        "messages": messages,
+        "screenshot": screenshot,
+        "timeout_s": 60,
+    }
+    done = subprocess.run(
+        [str(PLAYWRIGHT_PYTHON), str(BROWSER_SCRIPT)],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=BROWSER_TIMEOUT_S,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report: dict[str, Any] = json.loads(done.stdout)
     return report
@@ -145,10 +168,15 @@ def test_memory_add_then_list_typed_in_the_browser_shows_the_exact_listing(stack
     screenshot = ARTIFACTS / "memory-list.png"
     mark = stack.model_log.mark()
 
-    report = _run_browser(stack, a.email, [
-        {"text": "/memory add I keep bees", "expect_lines": ["I keep bees"]},
-        {"text": "/memory list", "expect_lines": ["I keep bees"]},
-    ], str(screenshot))
+    report = _run_browser(
+        stack,
+        a.email,
+        [
+            {"text": "/memory add I keep bees", "expect_lines": ["I keep bees"]},
+            {"text": "/memory list", "expect_lines": ["I keep bees"]},
+        ],
+        str(screenshot),
+    )
 
     expected = _service_answer(stack, a.id, "/memory list", chat_id=report["chat_id"])
     added, listed = report["replies"]

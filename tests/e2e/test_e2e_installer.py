@@ -20,17 +20,25 @@ def _state(stack: Stack) -> dict[str, Any]:
     """Everything the installer may write, as Open WebUI stores it (timestamps included)."""
     admin = stack.client("admin")
     listed = {f["id"] for f in admin.call("GET", "/api/v1/functions/list")}
-    functions = {fid: admin.call("GET", f"/api/v1/functions/id/{fid}")
-                 for fid in (FILTER_ID, PIPE_ID, EVENTS_ID) if fid in listed}
-    valves = {fid: admin.call("GET", f"/api/v1/functions/id/{fid}/valves")
-              for fid in (FILTER_ID, EVENTS_ID) if fid in listed}
+    functions = {
+        fid: admin.call("GET", f"/api/v1/functions/id/{fid}")
+        for fid in (FILTER_ID, PIPE_ID, EVENTS_ID)
+        if fid in listed
+    }
+    valves = {
+        fid: admin.call("GET", f"/api/v1/functions/id/{fid}/valves")
+        for fid in (FILTER_ID, EVENTS_ID)
+        if fid in listed
+    }
     rows = {m["id"]: m for m in admin.call("GET", "/api/v1/models/all")}
     return {"functions": functions, "valves": valves, "rows": rows}
 
 
 def _grants(row: dict[str, Any]) -> list[dict[str, str]]:
-    return [{k: g[k] for k in ("principal_type", "principal_id", "permission")}
-            for g in row.get("access_grants") or []]
+    return [
+        {k: g[k] for k in ("principal_type", "principal_id", "permission")}
+        for g in row.get("access_grants") or []
+    ]
 
 
 def test_installer_leaves_filter_global_pipe_hidden_but_readable_and_events_active(
@@ -39,9 +47,13 @@ def test_installer_leaves_filter_global_pipe_hidden_but_readable_and_events_acti
     state = _state(stack)
 
     assert stack.installer_output.splitlines()[:6] == [
-        "memory_filter: created", "memory_filter: made active",
-        "memory_commands: created", "memory_commands: made active",
-        "memory_events: created", "memory_events: made active"]
+        "memory_filter: created",
+        "memory_filter: made active",
+        "memory_commands: created",
+        "memory_commands: made active",
+        "memory_events: created",
+        "memory_events: made active",
+    ]
     flt, pipe = state["functions"][FILTER_ID], state["functions"][PIPE_ID]
     events = state["functions"][EVENTS_ID]
     assert (flt["type"], flt["is_active"], flt["is_global"]) == ("filter", True, True)
@@ -51,8 +63,7 @@ def test_installer_leaves_filter_global_pipe_hidden_but_readable_and_events_acti
         assert state["valves"][function_id]["service_url"] == stack.service_url
         assert state["valves"][function_id]["api_key"] == stack.service_key
     row = state["rows"][PIPE_ID]
-    assert (row["name"], row["is_active"], row["meta"]["hidden"]) == \
-        ("Memory Commands", True, True)
+    assert (row["name"], row["is_active"], row["meta"]["hidden"]) == ("Memory Commands", True, True)
     assert _grants(row) == [EVERYONE_READS]
 
 
@@ -89,19 +100,30 @@ def test_installer_refuses_ordinary_users_and_bad_tokens_in_one_line(stack: Stac
 
     assert refused.returncode == 1
     assert refused.stdout == ""
-    assert refused.stderr == {
-        "a": "error: this account is not an admin of Open WebUI; functions can only be "
-             "installed by an admin\n",
-        "garbage": "error: Open WebUI refused the token: 401 Unauthorized\n",
-    }[who]
+    assert (
+        refused.stderr
+        == {
+            "a": "error: this account is not an admin of Open WebUI; functions can only be "
+            "installed by an admin\n",
+            "garbage": "error: Open WebUI refused the token: 401 Unauthorized\n",
+        }[who]
+    )
 
 
 def test_installer_attaches_to_a_model_and_keeps_its_other_filters(stack: Stack):
     admin = stack.client("admin")
     row = _state(stack)["rows"][MODEL_ID]
-    admin.call("POST", "/api/v1/models/model/update", json={
-        "id": MODEL_ID, "name": row["name"], "base_model_id": None, "params": row["params"],
-        "meta": {**row["meta"], "filterIds": ["another_filter"]}})
+    admin.call(
+        "POST",
+        "/api/v1/models/model/update",
+        json={
+            "id": MODEL_ID,
+            "name": row["name"],
+            "base_model_id": None,
+            "params": row["params"],
+            "meta": {**row["meta"], "filterIds": ["another_filter"]},
+        },
+    )
     stack.forget_memories(stack.users["a"].id)
     stack.add_memory(stack.users["a"].id, "User keeps bees")
     try:
@@ -113,9 +135,17 @@ def test_installer_attaches_to_a_model_and_keeps_its_other_filters(stack: Stack)
         seen = list(stack.model_log.iter_chat(mark))
     finally:
         restored = stack.run_installer()
-        admin.call("POST", "/api/v1/models/model/update", json={
-            "id": MODEL_ID, "name": row["name"], "base_model_id": None,
-            "params": row["params"], "meta": row["meta"]})
+        admin.call(
+            "POST",
+            "/api/v1/models/model/update",
+            json={
+                "id": MODEL_ID,
+                "name": row["name"],
+                "base_model_id": None,
+                "params": row["params"],
+                "meta": row["meta"],
+            },
+        )
 
     assert attached.returncode == 0, attached.stderr
     assert "model stub-model: filter attached" in attached.stdout.splitlines()
@@ -139,8 +169,11 @@ def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
 
     assert removed.returncode == 0, removed.stderr
     assert removed.stdout.splitlines()[:-1] == [
-        "model memory_commands: deleted", "memory_filter: deleted",
-        "memory_commands: deleted", "memory_events: deleted"]
+        "model memory_commands: deleted",
+        "memory_filter: deleted",
+        "memory_commands: deleted",
+        "memory_events: deleted",
+    ]
     assert gone["functions"] == {}
     assert PIPE_ID not in gone["rows"]
     assert status.stdout.splitlines()[1:] == [

@@ -42,9 +42,13 @@ def native_memory_of_a(stack: Stack) -> str:
     and answers 500; the row is what its built-in injection reads, so it is enough.
     """
     a = stack.users["a"]
-    httpx.post(f"{stack.base_url}/api/v1/memories/add", trust_env=False, timeout=30,
-               headers={"Authorization": f"Bearer {a.token}"},
-               json={"content": NATIVE_FACT, "type": "user"})
+    httpx.post(
+        f"{stack.base_url}/api/v1/memories/add",
+        trust_env=False,
+        timeout=30,
+        headers={"Authorization": f"Bearer {a.token}"},
+        json={"content": NATIVE_FACT, "type": "user"},
+    )
     stored = stack.client("a").call("GET", "/api/v1/memories/")
     assert [m["content"] for m in stored] == [NATIVE_FACT]
     return NATIVE_FACT
@@ -54,15 +58,18 @@ def native_memory_of_a(stack: Stack) -> str:
 def alice_memory_off(stack: Stack) -> Iterator[None]:
     """Alice switches the filter off for herself (UserValves `enabled`) for one test."""
     alice = stack.client("a")
-    alice.call("POST", "/api/v1/functions/id/memory_filter/valves/user/update",
-               json={"enabled": False})
+    alice.call(
+        "POST", "/api/v1/functions/id/memory_filter/valves/user/update", json={"enabled": False}
+    )
     yield
-    alice.call("POST", "/api/v1/functions/id/memory_filter/valves/user/update",
-               json={"enabled": True})
+    alice.call(
+        "POST", "/api/v1/functions/id/memory_filter/valves/user/update", json={"enabled": True}
+    )
 
 
 def test_saved_chat_turn_gets_the_service_memory_and_never_the_native_one(
-    stack: Stack, native_memory_of_a: str,
+    stack: Stack,
+    native_memory_of_a: str,
 ):
     a = stack.users["a"]
     alice = stack.client("a")
@@ -85,12 +92,16 @@ def test_saved_chat_turn_gets_the_service_memory_and_never_the_native_one(
         assert NATIVE_BLOCK not in all_text(request)
         assert native_memory_of_a not in all_text(request)
     assert [m["content"] for m in after["messages"][1:]] == [
-        "Hello, what do you know about me?", DEFAULT_REPLY, "What should I do this weekend?"]
+        "Hello, what do you know about me?",
+        DEFAULT_REPLY,
+        "What should I do this weekend?",
+    ]
 
 
 @pytest.mark.usefixtures("alice_memory_off")
 def test_native_memory_does_reach_the_model_when_a_user_switches_the_filter_off(
-    stack: Stack, native_memory_of_a: str,
+    stack: Stack,
+    native_memory_of_a: str,
 ):
     # The control for the test above: without our filter, the native block is injected.
     stack.forget_memories(stack.users["a"].id)
@@ -105,20 +116,26 @@ def test_native_memory_does_reach_the_model_when_a_user_switches_the_filter_off(
     assert FACT not in all_text(request)
 
 
-@pytest.mark.parametrize("variant", ["saved", "saved-stream", "saved-stream-session",
-                                     "no-chat", "no-chat-stream"])
+@pytest.mark.parametrize(
+    "variant", ["saved", "saved-stream", "saved-stream-session", "no-chat", "no-chat-stream"]
+)
 def test_another_user_never_gets_the_memory(stack: Stack, variant: str):
     stack.forget_memories(stack.users["b"].id)
-    if not any(m["content"] == FACT for m in stack.service.get(
-            f"/v1/users/{stack.users['a'].id}/memories").json()["items"]):
+    if not any(
+        m["content"] == FACT
+        for m in stack.service.get(f"/v1/users/{stack.users['a'].id}/memories").json()["items"]
+    ):
         stack.add_memory(stack.users["a"].id, FACT)
     bob = stack.client("b")
     mark = stack.model_log.mark()
 
     if variant.startswith("saved"):
-        turn = bob.send(bob.new_thread(), "Do I keep any animals?",
-                        stream="stream" in variant,
-                        session_id=f"e2e-{uuid.uuid4()}" if "session" in variant else None)
+        turn = bob.send(
+            bob.new_thread(),
+            "Do I keep any animals?",
+            stream="stream" in variant,
+            session_id=f"e2e-{uuid.uuid4()}" if "session" in variant else None,
+        )
     else:
         turn = bob.send_without_chat("Do I keep any animals?", stream="stream" in variant)
 
@@ -134,18 +151,28 @@ def test_title_generation_task_gets_no_memory(stack: Stack):
     stack.add_memory(a.id, FACT)
     admin = stack.client("admin")
     config = admin.call("GET", "/api/v1/tasks/config")
-    admin.call("POST", "/api/v1/tasks/config/update",
-               json={**config, "ENABLE_TITLE_GENERATION": True})
+    admin.call(
+        "POST", "/api/v1/tasks/config/update", json={**config, "ENABLE_TITLE_GENERATION": True}
+    )
     thread = stack.client("a").new_thread()
     mark = stack.model_log.mark()
     try:
-        answer = stack.client("a").call("POST", "/api/v1/tasks/title/completions", json={
-            "model": MODEL_ID, "chat_id": thread.chat_id,
-            "messages": [{"role": "user", "content": "Tell me about my hobbies"},
-                         {"role": "assistant", "content": "Gladly."}]})
+        answer = stack.client("a").call(
+            "POST",
+            "/api/v1/tasks/title/completions",
+            json={
+                "model": MODEL_ID,
+                "chat_id": thread.chat_id,
+                "messages": [
+                    {"role": "user", "content": "Tell me about my hobbies"},
+                    {"role": "assistant", "content": "Gladly."},
+                ],
+            },
+        )
     finally:
-        admin.call("POST", "/api/v1/tasks/config/update",
-                   json={**config, "ENABLE_TITLE_GENERATION": False})
+        admin.call(
+            "POST", "/api/v1/tasks/config/update", json={**config, "ENABLE_TITLE_GENERATION": False}
+        )
 
     assert answer["choices"][0]["message"]["content"] == DEFAULT_REPLY
     request = _only_chat_request(stack, mark)
@@ -172,15 +199,20 @@ def test_automation_turn_gets_no_memory_and_hands_nothing_over(stack: Stack):
     assert FACT not in all_text(automated)
     assert FACT in system_text(by_hand)
     # Only the turn typed by hand is handed over; the automated one before it is not.
-    wait_until(lambda: _turns_total(stack) >= turns_before + 1, timeout_s=10,
-               what="the hand-typed turn to reach the service")
+    wait_until(
+        lambda: _turns_total(stack) >= turns_before + 1,
+        timeout_s=10,
+        what="the hand-typed turn to reach the service",
+    )
     assert _turns_total(stack) == turns_before + 1
 
 
 @pytest.mark.parametrize("prefix", ["local:", "temporary:"])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_temporary_chat_reads_memories_but_hands_nothing_over(
-    stack: Stack, prefix: str, stream: bool,
+    stack: Stack,
+    prefix: str,
+    stream: bool,
 ):
     # Over REST any client may send a temporary chat id; Open WebUI stores no chat for it.
     a = stack.users["a"]
@@ -191,11 +223,24 @@ def test_temporary_chat_reads_memories_but_hands_nothing_over(
     mark = stack.model_log.mark()
     text = "Remind me of my hobby"
 
-    answer = alice.call("POST", "/api/chat/completions", json={
-        "model": MODEL_ID, "stream": stream, "chat_id": f"{prefix}{uuid.uuid4()}",
-        "id": str(uuid.uuid4()), "messages": [{"role": "user", "content": text}],
-        "user_message": {"id": str(uuid.uuid4()), "role": "user", "content": text,
-                         "parentId": None, "models": [MODEL_ID]}})
+    answer = alice.call(
+        "POST",
+        "/api/chat/completions",
+        json={
+            "model": MODEL_ID,
+            "stream": stream,
+            "chat_id": f"{prefix}{uuid.uuid4()}",
+            "id": str(uuid.uuid4()),
+            "messages": [{"role": "user", "content": text}],
+            "user_message": {
+                "id": str(uuid.uuid4()),
+                "role": "user",
+                "content": text,
+                "parentId": None,
+                "models": [MODEL_ID],
+            },
+        },
+    )
     temporary = _only_chat_request(stack, mark)
     alice.send(alice.new_thread(), "A saved turn after it")
 
@@ -204,6 +249,9 @@ def test_temporary_chat_reads_memories_but_hands_nothing_over(
     else:
         assert answer["choices"][0]["message"]["content"] == DEFAULT_REPLY
     assert FACT in system_text(temporary)
-    wait_until(lambda: _turns_total(stack) >= turns_before + 1, timeout_s=10,
-               what="the saved turn to reach the service")
+    wait_until(
+        lambda: _turns_total(stack) >= turns_before + 1,
+        timeout_s=10,
+        what="the saved turn to reach the service",
+    )
     assert _turns_total(stack) == turns_before + 1

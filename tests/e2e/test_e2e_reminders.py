@@ -28,7 +28,11 @@ def test_a_topic_reminder_is_confirmed_then_fires_once_in_a_private_chat(stack: 
     assert SECTION in system_text(firing) and "buy tomato seeds" in system_text(firing)
     assert "buy tomato seeds" not in system_text(later)  # fired exactly once
 
-    listing = stack.service.post("/v1/commands", json={
-        "chat": {"user_id": stack.users["b"].id, "kind": "saved", "chat_id": thread.chat_id},
-        "command": "/memory reminders"}).json()["text"]
+    listing = stack.service.post(
+        "/v1/commands",
+        json={
+            "chat": {"user_id": stack.users["b"].id, "kind": "saved", "chat_id": thread.chat_id},
+            "command": "/memory reminders",
+        },
+    ).json()["text"]
     assert "buy tomato seeds" in listing and "done" in listing

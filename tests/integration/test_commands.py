@@ -22,10 +22,14 @@ TIMESTAMP = 1_780_000_000
 
 @pytest.fixture
 def llm() -> Iterator[LLMStub]:
-    with LLMStub(responder=by_message({
-        "is under the blue": [new_op("User's spare key is under the blue flowerpot")],
-        "oat milk": [new_op("User drinks oat milk")],
-    })) as stub:
+    with LLMStub(
+        responder=by_message(
+            {
+                "is under the blue": [new_op("User's spare key is under the blue flowerpot")],
+                "oat milk": [new_op("User drinks oat milk")],
+            }
+        )
+    ) as stub:
         yield stub
 
 
@@ -37,8 +41,9 @@ def live(service_factory, llm: LLMStub) -> LiveService:  # type: ignore[no-untyp
 @pytest.fixture
 def harness(live: LiveService) -> FilterHarness:
     instance = load_filter_instance()
-    instance.valves = instance.Valves(service_url=live.base_url, api_key=live.api_key,
-                                      inlet_timeout_s=5, outlet_timeout_s=5)
+    instance.valves = instance.Valves(
+        service_url=live.base_url, api_key=live.api_key, inlet_timeout_s=5, outlet_timeout_s=5
+    )
     return FilterHarness(instance)
 
 
@@ -66,8 +71,9 @@ class Session:
             reply = await self.pipe.pipe(seen.body, __user__=self.user, __metadata__=metadata)
         else:
             reply = "STUB-REPLY ok"
-        out = self.chat.record_turn(user_message_id=user_id, text=text,
-                                    assistant_id=assistant_id, reply=reply)
+        out = self.chat.record_turn(
+            user_message_id=user_id, text=text, assistant_id=assistant_id, reply=reply
+        )
         await self.harness.outlet(self.chat, out, metadata)
         return reply, seen.body
 
@@ -98,19 +104,25 @@ async def test_help_unknown_words_and_bad_ids_get_helpful_answers(harness, pipe)
     bob = Session(harness, pipe, "bob")
     assert (await bob.type("/memory"))[0].startswith("**Memory commands**")
     assert (await bob.type("/memory frobnicate"))[0] == (
-        "I don't know the memory command `frobnicate`. Type `/memory help` to see the commands.")
+        "I don't know the memory command `frobnicate`. Type `/memory help` to see the commands."
+    )
     assert (await bob.type("/memory forget abc"))[0] == (
-        "That didn't work: “abc” is not a memory id; ids are the codes shown by list.")
+        "That didn't work: “abc” is not a memory id; ids are the codes shown by list."
+    )
     assert (await bob.type("/memory forget zzzzzz"))[0] == (
-        "That didn't work: there is no memory zzzzzz that this chat may see.")
+        "That didn't work: there is no memory zzzzzz that this chat may see."
+    )
     assert (await bob.type("/memory list nonsense"))[0].startswith("unknown bank")
 
 
 async def test_another_users_id_cannot_be_touched(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
     alice, mallory = Session(harness, pipe, "alice"), Session(harness, pipe, "mallory")
     code = _ids((await alice.type("/memory add My PIN hint is the cat's birthday"))[0])[0]
-    for command in (f"/memory forget {code}", f"/memory edit {code} hacked",
-                    f"/memory assign_bank {code} interaction_patterns"):
+    for command in (
+        f"/memory forget {code}",
+        f"/memory edit {code} hacked",
+        f"/memory assign_bank {code} interaction_patterns",
+    ):
         answer, _ = await mallory.type(command)
         assert answer == f"That didn't work: there is no memory {code} that this chat may see."
     assert live.client.get("/v1/users/alice/memories").json()["total"] == 1
@@ -118,14 +130,28 @@ async def test_another_users_id_cannot_be_touched(harness, pipe, live) -> None: 
 
 async def test_search_finds_the_bike_memory_first(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
     """Case 22."""
-    facts = ["User is vegetarian", "User owns a beagle", "User works nights",
-             "User lives in Valencia", "User is learning the bassoon", "User's sister is Noor",
-             "User prefers short answers", "User drinks oat milk", "User keeps two beehives",
-             "User's favourite colour is teal", "User was born in 1988", "User hates cilantro",
-             "User plays chess on Sundays", "User is allergic to shellfish",
-             "User's partner is called Sam", "User studies Japanese", "User owns a sailboat",
-             "User rides a cargo bike to work", "User's laptop is a ThinkPad",
-             "User grows tomatoes"]
+    facts = [
+        "User is vegetarian",
+        "User owns a beagle",
+        "User works nights",
+        "User lives in Valencia",
+        "User is learning the bassoon",
+        "User's sister is Noor",
+        "User prefers short answers",
+        "User drinks oat milk",
+        "User keeps two beehives",
+        "User's favourite colour is teal",
+        "User was born in 1988",
+        "User hates cilantro",
+        "User plays chess on Sundays",
+        "User is allergic to shellfish",
+        "User's partner is called Sam",
+        "User studies Japanese",
+        "User owns a sailboat",
+        "User rides a cargo bike to work",
+        "User's laptop is a ThinkPad",
+        "User grows tomatoes",
+    ]
     for fact in facts:
         live.client.post("/v1/users/carol/memories", json={"content": fact})
     answer, _ = await Session(harness, pipe, "carol").type("/memory search bike")
@@ -135,7 +161,10 @@ async def test_search_finds_the_bike_memory_first(harness, pipe, live) -> None: 
 
 
 async def test_forget_removes_a_memory_from_everything_the_next_turn_sees(
-    harness, pipe, live, db_conn: psycopg.AsyncConnection  # type: ignore[no-untyped-def]
+    harness,
+    pipe,
+    live,
+    db_conn: psycopg.AsyncConnection,  # type: ignore[no-untyped-def]
 ) -> None:
     """Case 31."""
     dana = Session(harness, pipe, "dana")
@@ -154,8 +183,11 @@ async def test_forget_removes_a_memory_from_everything_the_next_turn_sees(
     assert "flowerpot" not in (await dana.type("/memory profile"))[0]
     assert "flowerpot" not in json.dumps(live.client.get("/v1/users/dana/memories/export").json())
     for table in ("memories", "memory_events", "turns", "injections"):
-        row = await (await db_conn.execute(
-            f"SELECT count(*) FROM {table} t WHERE t::text ILIKE '%flowerpot%'")).fetchone()
+        row = await (
+            await db_conn.execute(
+                f"SELECT count(*) FROM {table} t WHERE t::text ILIKE '%flowerpot%'"
+            )
+        ).fetchone()
         assert row == (0,), table
 
 
@@ -195,8 +227,7 @@ async def test_shared_chats_never_list_or_add_personal_memories(harness, pipe, l
     assert "shellfish" not in listing
     assert listing.endswith("Personal memories are never shown in a shared chat.")
     refused, _ = await frank.type("/memory add personal: I like jazz")
-    assert refused == ("That didn't work: Personal memories cannot be changed in a shared "
-                       "chat.")
+    assert refused == ("That didn't work: Personal memories cannot be changed in a shared chat.")
     added, _ = await frank.type("/memory add I like answers as bullet points")
     assert added.startswith("Remembered in Interaction Patterns:")
 
@@ -209,8 +240,9 @@ async def test_pause_stops_learning_until_resume(harness, pipe, live, llm) -> No
     await gina.type("/memory resume")
     await gina.type("Honestly, I drink oat milk.")
     live.wait_for_extraction()
-    assert [m["content"] for m in live.client.get("/v1/users/gina/memories").json()["items"]] \
-        == ["User drinks oat milk"]
+    assert [m["content"] for m in live.client.get("/v1/users/gina/memories").json()["items"]] == [
+        "User drinks oat milk"
+    ]
 
 
 async def test_command_turns_are_hidden_from_the_model_later(harness, pipe) -> None:  # type: ignore[no-untyped-def]
@@ -226,7 +258,9 @@ async def test_the_pipe_refuses_requests_that_did_not_come_through_the_filter(pi
     assert answer == "This model only answers /memory commands typed in a chat."
 
 
-async def test_commands_fail_open_with_a_clear_line_when_the_service_is_down(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
+async def test_commands_fail_open_with_a_clear_line_when_the_service_is_down(
+    harness, pipe, live
+) -> None:  # type: ignore[no-untyped-def]
     live.stop()
     answer, _ = await Session(harness, pipe, "ivan").type("/memory list")
     assert answer.startswith("The memory service is not reachable right now")

@@ -16,8 +16,9 @@ from service.storage.db import Database
 
 @pytest.fixture
 async def database(database_url: str) -> AsyncIterator[Database]:
-    database = Database.connect(database_url, pool_size=1,
-                                server_settings={"hnsw.ef_search": "123"})
+    database = Database.connect(
+        database_url, pool_size=1, server_settings={"hnsw.ef_search": "123"}
+    )
     yield database
     await database.dispose()
 
@@ -46,8 +47,10 @@ async def test_connections_start_with_the_server_settings(database: Database) ->
 
 async def test_server_settings_keep_the_urls_own_options(database_url: str) -> None:
     separator = "&" if "?" in database_url else "?"
-    database = Database.connect(f"{database_url}{separator}options=-c%20work_mem%3D7MB",
-                                server_settings={"hnsw.ef_search": "77"})
+    database = Database.connect(
+        f"{database_url}{separator}options=-c%20work_mem%3D7MB",
+        server_settings={"hnsw.ef_search": "77"},
+    )
     try:
         async with database.unit_of_work() as session:
             assert (await session.execute(text("SHOW work_mem"))).scalar_one() == "7MB"

@@ -6,9 +6,12 @@ import numpy as np
 
 from service.embeddings.encoder import Encoder
 
-TEXTS = ["Suggest a dinner for tonight.", "User is vegetarian",
-         "Ich heiße Jonas und mein Lieblingsgericht sind Käsespätzle 🧀.",
-         " ".join(["word"] * 400)]
+TEXTS = [
+    "Suggest a dinner for tonight.",
+    "User is vegetarian",
+    "Ich heiße Jonas und mein Lieblingsgericht sind Käsespätzle 🧀.",
+    " ".join(["word"] * 400),
+]
 
 
 def test_onnx_vectors_match_the_torch_reference(encoder: Encoder) -> None:

@@ -21,14 +21,19 @@ TIMESTAMP = 1_780_000_000  # 2026-05-28
 
 @pytest.fixture
 def llm() -> Iterator[LLMStub]:
-    with LLMStub(responder=by_message({
-        "vegetarian": [new_op("User is vegetarian", tags=["preference"])],
-        "beagle Pepper": [new_op("User has a beagle named Pepper", tags=["possession"])],
-        "half-marathon": [new_op("User is training for a half-marathon in October",
-                                 tags=["goal"])],
-        "beehives": [new_op("User keeps two beehives in the garden", tags=["possession"])],
-        "observatory": [new_op("User works at the observatory", tags=["identity"])],
-    })) as stub:
+    with LLMStub(
+        responder=by_message(
+            {
+                "vegetarian": [new_op("User is vegetarian", tags=["preference"])],
+                "beagle Pepper": [new_op("User has a beagle named Pepper", tags=["possession"])],
+                "half-marathon": [
+                    new_op("User is training for a half-marathon in October", tags=["goal"])
+                ],
+                "beehives": [new_op("User keeps two beehives in the garden", tags=["possession"])],
+                "observatory": [new_op("User works at the observatory", tags=["identity"])],
+            }
+        )
+    ) as stub:
         yield stub
 
 
@@ -40,8 +45,9 @@ def live(service_factory, llm: LLMStub) -> LiveService:  # type: ignore[no-untyp
 @pytest.fixture
 def harness(live: LiveService) -> FilterHarness:
     instance = load_filter_instance()
-    instance.valves = instance.Valves(service_url=live.base_url, api_key=live.api_key,
-                                      inlet_timeout_s=5, outlet_timeout_s=5)
+    instance.valves = instance.Valves(
+        service_url=live.base_url, api_key=live.api_key, inlet_timeout_s=5, outlet_timeout_s=5
+    )
     return FilterHarness(instance)
 
 
@@ -51,8 +57,9 @@ async def _say(harness: FilterHarness, chat: SavedChat, text: Any, reply: str = 
     body["messages"][-1]["content"] = text
     metadata["user_message"]["content"] = text
     seen = await harness.inlet(chat, body, metadata)
-    outlet_body = chat.record_turn(user_message_id=user_id, text=text, assistant_id=assistant_id,
-                                   reply=reply)
+    outlet_body = chat.record_turn(
+        user_message_id=user_id, text=text, assistant_id=assistant_id, reply=reply
+    )
     await harness.outlet(chat, outlet_body, metadata)
     return seen.system_text
 
@@ -78,15 +85,18 @@ async def test_image_parts_are_ignored_and_never_stored(
 ) -> None:
     """Case 10."""
     image = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
-    content = [{"type": "text", "text": "This is my beagle Pepper at the beach"},
-               {"type": "image_url", "image_url": {"url": image}}]
+    content = [
+        {"type": "text", "text": "This is my beagle Pepper at the beach"},
+        {"type": "image_url", "image_url": {"url": image}},
+    ]
     await _say(harness, _chat(harness, "dog-owner"), content)
     live.wait_for_extraction()
     items = live.client.get("/v1/users/dog-owner/memories").json()["items"]
     assert [m["content"] for m in items] == ["User has a beagle named Pepper"]
     for table in ("memories", "memory_events", "turns"):
-        row = await (await db_conn.execute(
-            f"SELECT count(*) FROM {table} t WHERE t::text LIKE '%iVBOR%'")).fetchone()
+        row = await (
+            await db_conn.execute(f"SELECT count(*) FROM {table} t WHERE t::text LIKE '%iVBOR%'")
+        ).fetchone()
         assert row == (0,), table
 
 
@@ -94,8 +104,9 @@ async def test_one_users_memories_never_reach_another_user(
     harness: FilterHarness, live: LiveService
 ) -> None:
     """Case 28."""
-    await _say(harness, _chat(harness, "user-a", "Ann"),
-               "I'm training for a half-marathon in October.")
+    await _say(
+        harness, _chat(harness, "user-a", "Ann"), "I'm training for a half-marathon in October."
+    )
     live.wait_for_extraction()
     b_sees = await _say(harness, _chat(harness, "user-b", "Ben"), "What am I training for?")
     a_sees = await _say(harness, _chat(harness, "user-a", "Ann"), "What am I training for?")
@@ -103,23 +114,34 @@ async def test_one_users_memories_never_reach_another_user(
     assert "half-marathon" in a_sees
 
 
-@pytest.mark.parametrize("task", ["title_generation", "tags_generation", "follow_up_generation",
-                                  "query_generation", "autocomplete_generation"])
+@pytest.mark.parametrize(
+    "task",
+    [
+        "title_generation",
+        "tags_generation",
+        "follow_up_generation",
+        "query_generation",
+        "autocomplete_generation",
+    ],
+)
 async def test_background_tasks_are_untouched(
     harness: FilterHarness, live: LiveService, llm: LLMStub, encoder: Encoder, task: str
 ) -> None:
     """Case 3: body byte-identical, no lookup, nothing stored."""
     chat = _chat(harness, "task-user")
-    prompt = ("### Task: Generate a concise 3-5 word title with an emoji for the chat below. "
-              "<chat_history>USER: I keep two beehives in my garden</chat_history>")
+    prompt = (
+        "### Task: Generate a concise 3-5 word title with an emoji for the chat below. "
+        "<chat_history>USER: I keep two beehives in my garden</chat_history>"
+    )
     body, metadata, user_id, assistant_id = chat.inlet_request(prompt)
     metadata["task"] = task
     before = json.dumps(body, sort_keys=True, default=str)
     embeds = encoder.hits + encoder.misses
     seen = await harness.inlet(chat, body, metadata)
     assert json.dumps(seen.body, sort_keys=True, default=str) == before
-    out = chat.record_turn(user_message_id=user_id, text=prompt, assistant_id=assistant_id,
-                           reply="🐝 Beekeeping")
+    out = chat.record_turn(
+        user_message_id=user_id, text=prompt, assistant_id=assistant_id, reply="🐝 Beekeeping"
+    )
     await harness.outlet(chat, copy.deepcopy(out), metadata)
     assert encoder.hits + encoder.misses == embeds
     status = live.client.get("/v1/status").json()
@@ -127,14 +149,19 @@ async def test_background_tasks_are_untouched(
     assert llm.requests == []
 
 
-async def test_temporary_chat_reads_but_never_writes(harness: FilterHarness, live: LiveService,
-                                                     llm: LLMStub) -> None:
+async def test_temporary_chat_reads_but_never_writes(
+    harness: FilterHarness, live: LiveService, llm: LLMStub
+) -> None:
     """Case 4."""
-    live.client.post("/v1/users/temp-user/memories", json={"content": "User has savings of 9 months"})
+    live.client.post(
+        "/v1/users/temp-user/memories", json={"content": "User has savings of 9 months"}
+    )
     chat = _chat(harness, "temp-user")
     chat.chat_id = "local:7f3a"
-    text = ("Hypothetically, if I quit my job at the observatory next month, how long would my "
-            "savings last?")
+    text = (
+        "Hypothetically, if I quit my job at the observatory next month, how long would my "
+        "savings last?"
+    )
     seen = await _say(harness, chat, text)
     assert "User has savings of 9 months" in seen
     status = live.client.get("/v1/status").json()
@@ -153,9 +180,13 @@ async def test_chat_goes_on_without_memory_when_the_service_is_down(
     seen = await harness.inlet(chat, body, metadata)
     assert seen.body["messages"] == [{"role": "user", "content": "Hello!"}]
     assert seen.events[-1]["data"]["description"] == "Memory unavailable — answering without it"
-    out = await harness.outlet(chat, chat.record_turn(user_message_id=user_id, text="Hello!",
-                                                      assistant_id=assistant_id, reply="Hi"),
-                               metadata)
+    out = await harness.outlet(
+        chat,
+        chat.record_turn(
+            user_message_id=user_id, text="Hello!", assistant_id=assistant_id, reply="Hi"
+        ),
+        metadata,
+    )
     assert out.body["id"] == assistant_id
 
 
@@ -168,21 +199,29 @@ async def test_without_an_llm_the_user_is_told_why_nothing_is_learned(
     chat = _chat(harness, "no-llm-user")
     body, metadata, user_id, assistant_id = chat.inlet_request("I keep bees.")
     await harness.inlet(chat, body, metadata)
-    out = await harness.outlet(chat, chat.record_turn(user_message_id=user_id, text="I keep bees.",
-                                                      assistant_id=assistant_id, reply="Nice!"),
-                               metadata)
+    out = await harness.outlet(
+        chat,
+        chat.record_turn(
+            user_message_id=user_id, text="I keep bees.", assistant_id=assistant_id, reply="Nice!"
+        ),
+        metadata,
+    )
     assert [e["data"]["description"] for e in out.events] == [
-        "Memory: this turn is saved, but learning from it waits until an LLM is set up"]
+        "Memory: this turn is saved, but learning from it waits until an LLM is set up"
+    ]
     assert service.client.get("/v1/status").json()["turns_queued"] == 1
 
 
-async def test_models_of_external_providers_get_no_memory(harness: FilterHarness,
-                                                          live: LiveService) -> None:
+async def test_models_of_external_providers_get_no_memory(
+    harness: FilterHarness, live: LiveService
+) -> None:
     """Case 34: the admin lists external models; they never see a memory, local ones do."""
-    live.client.post("/v1/users/heart/memories",
-                     json={"content": "User is being treated for a heart condition"})
+    live.client.post(
+        "/v1/users/heart/memories", json={"content": "User is being treated for a heart condition"}
+    )
     harness.instance.valves = harness.instance.Valves(
-        **{**harness.instance.valves.model_dump(), "no_memory_models": "gpt-4o, openrouter/*"})
+        **{**harness.instance.valves.model_dump(), "no_memory_models": "gpt-4o, openrouter/*"}
+    )
     seen = {}
     for model in ("gpt-4o", "openrouter/claude", "llama3.1:8b"):
         chat = _chat(harness, "heart")

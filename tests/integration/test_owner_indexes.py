@@ -31,27 +31,52 @@ ALICE_HABITS = Scope(OwnerKind.USER, "alice", Bank.INTERACTION)
 BOB = Scope(OwnerKind.USER, "bob", Bank.PERSONAL)
 
 _PEOPLE = ("User", "User's sister", "User's neighbour", "User's manager", "User's son")
-_DOINGS = ("plays tennis", "grows tomatoes", "collects vinyl records", "restores old bicycles",
-           "bakes sourdough bread", "studies Japanese", "repairs clocks", "runs marathons",
-           "paints watercolours", "keeps bees", "writes poetry", "builds drones")
-_WHEN = ("on weekends", "every morning", "in the summer", "after work", "twice a month",
-         "since 2019", "with friends")
+_DOINGS = (
+    "plays tennis",
+    "grows tomatoes",
+    "collects vinyl records",
+    "restores old bicycles",
+    "bakes sourdough bread",
+    "studies Japanese",
+    "repairs clocks",
+    "runs marathons",
+    "paints watercolours",
+    "keeps bees",
+    "writes poetry",
+    "builds drones",
+)
+_WHEN = (
+    "on weekends",
+    "every morning",
+    "in the summer",
+    "after work",
+    "twice a month",
+    "since 2019",
+    "with friends",
+)
 
-QUESTIONS = ("Who in the family does sport?", "Any hobbies with food?",
-             "What does the user do on weekends?", "Tell me about music",
-             "Which crafts with tools?", "Something about languages", "bees and honey",
-             "outdoor activities in summer")
+QUESTIONS = (
+    "Who in the family does sport?",
+    "Any hobbies with food?",
+    "What does the user do on weekends?",
+    "Tell me about music",
+    "Which crafts with tools?",
+    "Something about languages",
+    "bees and honey",
+    "outdoor activities in summer",
+)
 
 
 def facts(n: int, *, offset: int = 0) -> list[str]:
     """`n` distinct short facts (people × activities × times)."""
     combos = list(itertools.product(_PEOPLE, _DOINGS, _WHEN))
-    return [f"{p} {d} {w}." for p, d, w in combos[offset:offset + n]]
+    return [f"{p} {d} {w}." for p, d, w in combos[offset : offset + n]]
 
 
 @pytest.fixture
-async def runtime(database_url: str, encoder: Encoder,
-                  tmp_path: Path) -> AsyncIterator[RuntimeFactory]:
+async def runtime(
+    database_url: str, encoder: Encoder, tmp_path: Path
+) -> AsyncIterator[RuntimeFactory]:
     """Runtimes on the test database with extra settings: `runtime(MEMORY_ANN_MIN_MEMORIES=…)`."""
     async with runtime_factory(database_url, encoder, tmp_path) as build:
         yield build
@@ -65,11 +90,20 @@ async def store(rt: Runtime, cell: Scope, texts: list[str]) -> list[int]:
     async with rt.db.unit_of_work() as session:
         for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
             memory = await memories.insert(
-                session, owner_kind=cell.owner_kind, owner_id=cell.owner_id, bank=cell.bank,
-                content=text, tags=[], confidence=0.5 + (i % 5) / 10,
-                source_kind=SourceKind.MANUAL, source_chat_id=None, source_message_id=None,
-                created_at=start + timedelta(hours=i), embedding=vector,
-                embedding_model=rt.encoder.model_name)
+                session,
+                owner_kind=cell.owner_kind,
+                owner_id=cell.owner_id,
+                bank=cell.bank,
+                content=text,
+                tags=[],
+                confidence=0.5 + (i % 5) / 10,
+                source_kind=SourceKind.MANUAL,
+                source_chat_id=None,
+                source_message_id=None,
+                created_at=start + timedelta(hours=i),
+                embedding=vector,
+                embedding_model=rt.encoder.model_name,
+            )
             seqs.append(memory.seq)
     return seqs
 
@@ -78,21 +112,31 @@ async def indexed_cells(rt: Runtime, scope: ReadScope) -> catalog.IndexedCells:
     rt.owner_indexes.forget()
     async with rt.db.unit_of_work() as session:
         return await rt.owner_indexes.cells(
-            session, scope, model=rt.encoder.model_name, dimension=rt.encoder.dimension,
-            ef_search=rt.settings.ann_ef_search)
+            session,
+            scope,
+            model=rt.encoder.model_name,
+            dimension=rt.encoder.dimension,
+            ef_search=rt.settings.ann_ef_search,
+        )
 
 
-async def search_both_ways(rt: Runtime, scope: ReadScope, question: str, limit: int,
-                           ) -> tuple[memories.CandidateSets, memories.CandidateSets]:
+async def search_both_ways(
+    rt: Runtime,
+    scope: ReadScope,
+    question: str,
+    limit: int,
+) -> tuple[memories.CandidateSets, memories.CandidateSets]:
     """(through the per-owner indexes, exact scans only) for one question."""
     vector = await rt.encoder.encode_one(question)
     indexed = await indexed_cells(rt, scope)
     async with rt.db.unit_of_work() as session:
-        fast = await memories.candidates(session, scope=scope, query_vector=vector,
-                                         text=question, limit=limit, indexed=indexed)
+        fast = await memories.candidates(
+            session, scope=scope, query_vector=vector, text=question, limit=limit, indexed=indexed
+        )
     async with rt.db.unit_of_work() as session:
-        exact = await memories.candidates(session, scope=scope, query_vector=vector,
-                                          text=question, limit=limit)
+        exact = await memories.candidates(
+            session, scope=scope, query_vector=vector, text=question, limit=limit
+        )
     return fast, exact
 
 
@@ -120,8 +164,14 @@ async def plan_of(rt: Runtime, scope: ReadScope, question: str, limit: int) -> s
     event.listen(engine, "after_cursor_execute", collect)
     try:
         async with rt.db.unit_of_work() as session:
-            await memories.candidates(session, scope=scope, query_vector=vector, text=question,
-                                      limit=limit, indexed=indexed)
+            await memories.candidates(
+                session,
+                scope=scope,
+                query_vector=vector,
+                text=question,
+                limit=limit,
+                indexed=indexed,
+            )
     finally:
         event.remove(engine, "before_cursor_execute", explain)
         event.remove(engine, "after_cursor_execute", collect)
@@ -137,15 +187,20 @@ async def test_job_builds_indexes_for_heavy_banks_only_and_is_idempotent(runtime
     await store(rt, BOB, facts(60))
     first = await owner_indexes.refresh(rt)
     model, dim = rt.encoder.model_name, rt.encoder.dimension
-    alice = {catalog.ann_index_name(ALICE, model=model, dimension=dim),
-             catalog.fts_index_name(ALICE)}
+    alice = {
+        catalog.ann_index_name(ALICE, model=model, dimension=dim),
+        catalog.fts_index_name(ALICE),
+    }
     assert set(first.built) == alice
     assert first.dropped == () and first.failed == ()
     async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
         assert await catalog.existing_indexes(conn) == dict.fromkeys(alice, True)
-        definition = await (await conn.execute(
-            "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
-            (catalog.ann_index_name(ALICE, model=model, dimension=dim),))).fetchone()
+        definition = await (
+            await conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
+                (catalog.ann_index_name(ALICE, model=model, dimension=dim),),
+            )
+        ).fetchone()
     assert definition is not None
     assert "hnsw (((embedding)::vector(384)) vector_cosine_ops)" in definition[0]
     assert "owner_id)::text = 'alice'::text" in definition[0]
@@ -161,8 +216,9 @@ async def test_job_keeps_indexes_down_to_half_the_threshold_then_drops_them(runt
 
     async def archive(keep: int) -> None:
         async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
-            await conn.execute("UPDATE memories SET status = 'archived' WHERE seq = ANY(%s)",
-                               (seqs[keep:],))
+            await conn.execute(
+                "UPDATE memories SET status = 'archived' WHERE seq = ANY(%s)", (seqs[keep:],)
+            )
             await conn.commit()
 
     await archive(60)  # below the threshold, above half of it: kept
@@ -178,20 +234,22 @@ async def test_job_keeps_indexes_down_to_half_the_threshold_then_drops_them(runt
 async def test_job_replaces_another_models_index_and_a_failed_build(runtime) -> None:  # type: ignore[no-untyped-def]
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=50)
     await store(rt, ALICE, facts(60))
-    async with await psycopg.AsyncConnection.connect(rt.settings.database_url,
-                                                     autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(
+        rt.settings.database_url, autocommit=True
+    ) as conn:
         # an index of a model no longer loaded, and a build that failed half-way: a 16-d
         # cast of 384-d vectors is refused, leaving an invalid index behind
-        other = await catalog.create_ann_index(conn, ALICE, model="an-older-model",
-                                               dimension=384)
+        other = await catalog.create_ann_index(conn, ALICE, model="an-older-model", dimension=384)
         with pytest.raises(psycopg.errors.DataException):
             await catalog.create_ann_index(conn, ALICE, model="all-MiniLM-L6-v2", dimension=16)
         broken = catalog.ann_index_name(ALICE, model="all-MiniLM-L6-v2", dimension=16)
         assert await catalog.existing_indexes(conn) == {other: True, broken: False}
     result = await owner_indexes.refresh(rt)
     assert set(result.dropped) == {other, broken}
-    wanted = {catalog.ann_index_name(ALICE, model=rt.encoder.model_name, dimension=384),
-              catalog.fts_index_name(ALICE)}
+    wanted = {
+        catalog.ann_index_name(ALICE, model=rt.encoder.model_name, dimension=384),
+        catalog.fts_index_name(ALICE),
+    }
     assert set(result.built) == wanted
     async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
         assert await catalog.existing_indexes(conn) == dict.fromkeys(wanted, True)
@@ -207,8 +265,9 @@ async def test_job_with_threshold_zero_drops_everything(runtime) -> None:  # typ
 
 async def test_only_one_refresh_runs_at_a_time(runtime) -> None:  # type: ignore[no-untyped-def]
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=50)
-    async with await psycopg.AsyncConnection.connect(rt.settings.database_url,
-                                                     autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(
+        rt.settings.database_url, autocommit=True
+    ) as conn:
         await conn.execute("SELECT pg_advisory_lock(%s)", (owner_indexes.LOCK_KEY,))
         assert (await owner_indexes.refresh(rt)).busy
         await conn.execute("SELECT pg_advisory_unlock(%s)", (owner_indexes.LOCK_KEY,))
@@ -283,8 +342,9 @@ async def test_index_short_of_rows_falls_back_to_the_exact_scan(runtime) -> None
     seqs = await store(rt, ALICE, facts(400))
     await owner_indexes.refresh(rt)
     async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
-        await conn.execute("UPDATE memories SET status = 'archived' WHERE seq = ANY(%s)",
-                           (seqs[60:],))
+        await conn.execute(
+            "UPDATE memories SET status = 'archived' WHERE seq = ANY(%s)", (seqs[60:],)
+        )
         await conn.commit()
     scope = ReadScope((ALICE,))
     for question in QUESTIONS[:3]:
@@ -321,27 +381,38 @@ async def test_an_owners_index_never_returns_another_owners_rows(runtime) -> Non
 
 
 def test_service_builds_indexes_in_the_background_and_answers_from_them(
-    service_factory, database_url: str  # type: ignore[no-untyped-def]
+    service_factory,
+    database_url: str,  # type: ignore[no-untyped-def]
 ) -> None:
     live: LiveService = service_factory(MEMORY_ANN_MIN_MEMORIES="40", MEMORY_ANN_REFRESH_S="0.5")
     for text in facts(45):
         answer = live.client.post("/v1/users/dana/memories", json={"content": text})
         assert answer.status_code == 201, answer.text
     cell = Scope(OwnerKind.USER, "dana", Bank.PERSONAL)
-    wanted = [catalog.ann_index_name(cell, model="all-MiniLM-L6-v2", dimension=384),
-              catalog.fts_index_name(cell)]
+    wanted = [
+        catalog.ann_index_name(cell, model="all-MiniLM-L6-v2", dimension=384),
+        catalog.fts_index_name(cell),
+    ]
     found: dict[str, bool] = {}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with psycopg.connect(database_url) as conn:
-            found = dict(conn.execute(
-                "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c "
-                "ON c.oid = i.indexrelid WHERE c.relname = ANY(%s)", (wanted,)).fetchall())
+            found = dict(
+                conn.execute(
+                    "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c "
+                    "ON c.oid = i.indexrelid WHERE c.relname = ANY(%s)",
+                    (wanted,),
+                ).fetchall()
+            )
         if found == dict.fromkeys(wanted, True):
             break
         time.sleep(0.5)
     assert found == dict.fromkeys(wanted, True)
-    block = live.client.post("/v1/context", json={
-        "chat": {"user_id": "dana", "chat_id": "c-9", "kind": "saved"},
-        "message": "Does anyone in my family bake bread?"}).json()["block"]
+    block = live.client.post(
+        "/v1/context",
+        json={
+            "chat": {"user_id": "dana", "chat_id": "c-9", "kind": "saved"},
+            "message": "Does anyone in my family bake bread?",
+        },
+    ).json()["block"]
     assert "bakes sourdough bread" in block

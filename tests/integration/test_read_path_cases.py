@@ -15,28 +15,37 @@ CHAT = {"user_id": "jonas", "chat_id": "c-1", "kind": "saved"}
 
 def test_several_relevant_memories_reach_the_model(service: LiveService) -> None:
     """Case 20."""
-    facts = ["User is vegetarian", "User owns a beagle", "User works nights",
-             "User lives in Valencia", "User is learning the bassoon"]
+    facts = [
+        "User is vegetarian",
+        "User owns a beagle",
+        "User works nights",
+        "User lives in Valencia",
+        "User is learning the bassoon",
+    ]
     for fact in facts:
         service.client.post("/v1/users/jonas/memories", json={"content": fact})
-    block = service.client.post("/v1/context", json={
-        "chat": CHAT,
-        "message": "Plan my next Saturday taking into account what you know about me."}
+    block = service.client.post(
+        "/v1/context",
+        json={
+            "chat": CHAT,
+            "message": "Plan my next Saturday taking into account what you know about me.",
+        },
     ).json()["block"]
     assert sum(fact in block for fact in facts) >= 3
 
 
 async def test_german_memory_is_stored_intact_and_found_in_both_languages(
-    service_factory, db_conn: psycopg.AsyncConnection  # type: ignore[no-untyped-def]
+    service_factory,
+    db_conn: psycopg.AsyncConnection,  # type: ignore[no-untyped-def]
 ) -> None:
     """Case 24."""
     original = "Ich heiße Jonas und mein Lieblingsgericht sind Käsespätzle 🧀."
     fact = "Jonas' Lieblingsgericht sind Käsespätzle 🧀"
-    with LLMStub(responder=by_message({"Käsespätzle": [new_op(fact, tags=["preference"])]})) \
-            as llm:
+    with LLMStub(responder=by_message({"Käsespätzle": [new_op(fact, tags=["preference"])]})) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
-        live.client.post("/v1/turns", json={"chat": CHAT, "user_message_id": "m1",
-                                            "user_message": original})
+        live.client.post(
+            "/v1/turns", json={"chat": CHAT, "user_message_id": "m1", "user_message": original}
+        )
         live.wait_for_extraction()
         prompt = llm.requests[-1]["messages"][-1]["content"]
     assert f"<new_user_message>{original}</new_user_message>" in prompt
@@ -46,6 +55,7 @@ async def test_german_memory_is_stored_intact_and_found_in_both_languages(
         answer = live.client.post("/v1/context", json={"chat": CHAT, "message": question})
         assert fact in answer.json()["block"]
         assert "\\u00e4" not in answer.text
-    found = live.client.post("/v1/commands", json={"chat": CHAT,
-                                                   "command": "/memory search Käsespätzle"})
+    found = live.client.post(
+        "/v1/commands", json={"chat": CHAT, "command": "/memory search Käsespätzle"}
+    )
     assert "Käsespätzle" in found.json()["text"]

@@ -21,9 +21,13 @@ FRIDAY_8AM_BERLIN = int(datetime(2026, 3, 13, 7, 0, tzinfo=UTC).timestamp())
 @pytest.fixture
 def harness(service: LiveService) -> FilterHarness:
     instance = load_filter_instance()
-    instance.valves = instance.Valves(service_url=service.base_url, api_key=service.api_key,
-                                      inlet_timeout_s=10, outlet_timeout_s=10,
-                                      command_timeout_s=10)
+    instance.valves = instance.Valves(
+        service_url=service.base_url,
+        api_key=service.api_key,
+        inlet_timeout_s=10,
+        outlet_timeout_s=10,
+        command_timeout_s=10,
+    )
     return FilterHarness(instance)
 
 
@@ -33,8 +37,7 @@ def _user(harness: FilterHarness, user_id: str, zone: str | None) -> dict[str, A
     return user
 
 
-async def _inlet(harness: FilterHarness, chat: SavedChat, text: str,
-                 **metadata: Any) -> HookCall:
+async def _inlet(harness: FilterHarness, chat: SavedChat, text: str, **metadata: Any) -> HookCall:
     body, meta, _, _ = chat.inlet_request(text)
     meta.update(metadata)
     return await harness.inlet(chat, body, meta)
@@ -45,37 +48,52 @@ def _statuses(call: HookCall) -> list[str]:
 
 
 async def test_a_reminder_is_confirmed_then_shown_once_on_its_day(
-    harness: FilterHarness, service: LiveService,
+    harness: FilterHarness,
+    service: LiveService,
 ) -> None:
     ann = _user(harness, "ann", "Europe/Berlin")
     asking = SavedChat(user=ann, timestamp_s=TUESDAY_3PM_BERLIN)
     body, metadata, user_message_id, assistant_id = asking.inlet_request(
-        "Remind me on Friday to call the vet.")
+        "Remind me on Friday to call the vet."
+    )
     asked = await harness.inlet(asking, body, metadata)
     [reminder] = service.client.get("/v1/users/ann/reminders").json()["items"]
     code = reminder["id"]
     assert (reminder["due_at"], reminder["timezone"]) == ("2026-03-12T23:00:00Z", "Europe/Berlin")
-    assert (f"Reminder set by this message (confirm it in one short sentence): “call the vet”, "
-            f"due on Fri 13 Mar 2026 (Europe/Berlin), id {code}.") in asked.system_text
+    assert (
+        f"Reminder set by this message (confirm it in one short sentence): “call the vet”, "
+        f"due on Fri 13 Mar 2026 (Europe/Berlin), id {code}."
+    ) in asked.system_text
     assert _statuses(asked) == [f"Reminder set: call the vet — on Fri 13 Mar 2026 ({code})"]
-    await harness.outlet(asking, asking.record_turn(
-        user_message_id=user_message_id, text="Remind me on Friday to call the vet.",
-        assistant_id=assistant_id, reply="Sure, on Friday."), metadata)
+    await harness.outlet(
+        asking,
+        asking.record_turn(
+            user_message_id=user_message_id,
+            text="Remind me on Friday to call the vet.",
+            assistant_id=assistant_id,
+            reply="Sure, on Friday.",
+        ),
+        metadata,
+    )
     # regenerating the reply runs the inlet again for the same user message
     body, metadata, _, _ = asking.inlet_request("Remind me on Friday to call the vet.")
     metadata["user_message"]["id"] = metadata["user_message_id"] = user_message_id
     await harness.inlet(asking, body, metadata)
     assert service.client.get("/v1/users/ann/reminders").json()["total"] == 1
 
-    bob = await _inlet(harness, SavedChat(user=_user(harness, "bob", "Europe/Berlin"),
-                                          timestamp_s=FRIDAY_8AM_BERLIN), "Good morning!")
+    bob = await _inlet(
+        harness,
+        SavedChat(user=_user(harness, "bob", "Europe/Berlin"), timestamp_s=FRIDAY_8AM_BERLIN),
+        "Good morning!",
+    )
     assert "call the vet" not in bob.system_text
 
     friday = SavedChat(user=ann, timestamp_s=FRIDAY_8AM_BERLIN)
     shown = await _inlet(harness, friday, "Good morning!")
     assert shown.system_text == (
         "Reminders (the user asked to be reminded of these now; remind them briefly before "
-        "answering):\n- call the vet (asked on Tue 10 Mar 2026; due on Fri 13 Mar 2026)")
+        "answering):\n- call the vet (asked on Tue 10 Mar 2026; due on Fri 13 Mar 2026)"
+    )
     assert _statuses(shown) == ["Reminder: call the vet"]
     again = await _inlet(harness, friday, "What's the weather like?")
     assert again.system_text == ""
@@ -87,15 +105,19 @@ async def test_a_reminder_is_confirmed_then_shown_once_on_its_day(
     assert listing == (
         "**Reminders** (0 pending, 1 done; times in Europe/Berlin):\n\n"
         f"- `{code}` done, shown on Fri 13 Mar 2026 at 08:00 · call the vet\n\n"
-        "Cancel one with `/memory forget <id>`.")
+        "Cancel one with `/memory forget <id>`."
+    )
 
 
 async def test_concurrent_inlets_show_a_due_reminder_in_one_of_them(
-    harness: FilterHarness, service: LiveService,
+    harness: FilterHarness,
+    service: LiveService,
 ) -> None:
     cleo = _user(harness, "cleo", "UTC")
-    created = service.client.post("/v1/users/cleo/reminders", json={
-        "content": "renew the passport", "due_at": "2026-03-13T06:00:00Z"})
+    created = service.client.post(
+        "/v1/users/cleo/reminders",
+        json={"content": "renew the passport", "due_at": "2026-03-13T06:00:00Z"},
+    )
     assert created.status_code == 201
     chats = [SavedChat(user=cleo, timestamp_s=FRIDAY_8AM_BERLIN) for _ in range(3)]
     calls = await asyncio.gather(*(_inlet(harness, chat, "hello") for chat in chats))
@@ -103,7 +125,8 @@ async def test_concurrent_inlets_show_a_due_reminder_in_one_of_them(
 
 
 async def test_a_topic_reminder_fires_when_the_topic_comes_up(
-    harness: FilterHarness, service: LiveService,
+    harness: FilterHarness,
+    service: LiveService,
 ) -> None:
     dev = _user(harness, "dev", None)
     chat = SavedChat(user=dev, timestamp_s=TUESDAY_3PM_BERLIN)
@@ -112,33 +135,45 @@ async def test_a_topic_reminder_fires_when_the_topic_comes_up(
     assert _statuses(asked) == [f"Reminder set: buy seeds — when “the garden” comes up ({code})"]
     unrelated = await _inlet(harness, chat, "Can you help me write a cover letter?")
     assert unrelated.system_text == ""
-    garden = await _inlet(harness, SavedChat(user=dev, timestamp_s=FRIDAY_8AM_BERLIN),
-                          "What should I plant in my garden this spring?")
-    assert "- buy seeds (asked on Tue 10 Mar 2026; due when “the garden” comes up)" in \
-        garden.system_text
+    garden = await _inlet(
+        harness,
+        SavedChat(user=dev, timestamp_s=FRIDAY_8AM_BERLIN),
+        "What should I plant in my garden this spring?",
+    )
+    assert (
+        "- buy seeds (asked on Tue 10 Mar 2026; due when “the garden” comes up)"
+        in garden.system_text
+    )
 
 
 async def test_the_browsers_zone_decides_what_tomorrow_means(
-    harness: FilterHarness, service: LiveService,
+    harness: FilterHarness,
+    service: LiveService,
 ) -> None:
     # 23:30 UTC on Tuesday is 08:30 on Wednesday in Tokyo, where the browser is
     late = int(datetime(2026, 3, 10, 23, 30, tzinfo=UTC).timestamp())
     eve = _user(harness, "eve", "Europe/Berlin")
     chat = SavedChat(user=eve, timestamp_s=late)
-    asked = await _inlet(harness, chat, "remind me tomorrow to water the bonsai",
-                         variables={"{{CURRENT_TIMEZONE}}": "Asia/Tokyo"})
+    asked = await _inlet(
+        harness,
+        chat,
+        "remind me tomorrow to water the bonsai",
+        variables={"{{CURRENT_TIMEZONE}}": "Asia/Tokyo"},
+    )
     [reminder] = service.client.get("/v1/users/eve/reminders").json()["items"]
     assert (reminder["due_at"], reminder["timezone"]) == ("2026-03-11T15:00:00Z", "Asia/Tokyo")
     assert _statuses(asked)[0].startswith("Reminder set: water the bonsai — on Thu 12 Mar 2026")
 
 
 async def test_a_temporary_chat_says_it_sets_no_reminder(
-    harness: FilterHarness, service: LiveService,
+    harness: FilterHarness,
+    service: LiveService,
 ) -> None:
     fox = _user(harness, "fox", "Europe/Berlin")
     chat = SavedChat(user=fox, timestamp_s=TUESDAY_3PM_BERLIN, chat_id="local:sid-1")
     asked = await _inlet(harness, chat, "remind me tomorrow to water the plants")
     assert _statuses(asked) == [
-        "Reminder not set: a temporary chat saves nothing; ask again in a normal chat"]
+        "Reminder not set: a temporary chat saves nothing; ask again in a normal chat"
+    ]
     assert "Reminder NOT set: a temporary chat saves nothing" in asked.system_text
     assert service.client.get("/v1/users/fox/reminders").json()["total"] == 0

@@ -12,8 +12,9 @@ from service.storage.tables import Base
 
 
 def _sync_engine(url: str):  # type: ignore[no-untyped-def]
-    return create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1),
-                         poolclass=pool.NullPool)
+    return create_engine(
+        url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=pool.NullPool
+    )
 
 
 def _include(obj, name, type_, reflected, compare_to) -> bool:  # type: ignore[no-untyped-def]
@@ -24,8 +25,9 @@ def _include(obj, name, type_, reflected, compare_to) -> bool:  # type: ignore[n
 def test_head_matches_the_models(database_url: str) -> None:
     engine = _sync_engine(database_url)
     with engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"include_object": _include,
-                                                         "compare_type": True})
+        context = MigrationContext.configure(
+            conn, opts={"include_object": _include, "compare_type": True}
+        )
         diff = compare_metadata(context, Base.metadata)
     engine.dispose()
     assert diff == []
@@ -35,8 +37,10 @@ def test_head_matches_the_models(database_url: str) -> None:
 def test_downgrade_to_base_and_upgrade_again(database_url: str) -> None:
     migrate.downgrade(database_url, "base")
     with psycopg.connect(database_url) as conn:
-        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
-                              "AND tablename <> 'alembic_version'").fetchall()
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+            "AND tablename <> 'alembic_version'"
+        ).fetchall()
     assert tables == []
     migrate.upgrade(database_url)
     assert migrate.is_at_head(database_url)

@@ -28,8 +28,7 @@ def live(service_factory, llm: LLMStub) -> LiveService:  # type: ignore[no-untyp
 
 
 @pytest.fixture
-def state_dir(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
-              encoder: Encoder) -> Path:
+def state_dir(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Path:
     """A MEMORY_STATE_DIR holding the ONNX export the suite already made (no second export)."""
     del encoder  # requested so that the export exists
     exported = next(tmp_path_factory.getbasetemp().glob("models*/*.onnx"))

@@ -65,8 +65,7 @@ class FaultProxy:
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
-        self._server = loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self._server = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
         self._port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
@@ -139,7 +138,8 @@ def _damage(answer: bytes, mode: str) -> bytes:
     head, _, body = answer.partition(b"\r\n\r\n")
     if mode == "truncated":
         return head + b"\r\n\r\n" + body[: len(body) // 2]
-    lines = [line for line in head.split(b"\r\n")
-             if not line.lower().startswith(b"content-length:")]
+    lines = [
+        line for line in head.split(b"\r\n") if not line.lower().startswith(b"content-length:")
+    ]
     lines.append(b"Content-Length: " + str(len(GARBAGE_BODY)).encode())
     return b"\r\n".join(lines) + b"\r\n\r\n" + GARBAGE_BODY

@@ -46,8 +46,11 @@ def record_figures(name: str, figures: dict[str, Any]) -> None:
 
 def echo_fact(request: dict[str, Any]) -> str:
     """Extraction answer naming the `fact-…` token of each new user message as one memory."""
-    ops = [{**new_op(f"User mentioned {found.group(1)}"), "message": ref}
-           for ref, text in new_user_messages(request) if (found := FACT.search(text))]
+    ops = [
+        {**new_op(f"User mentioned {found.group(1)}"), "message": ref}
+        for ref, text in new_user_messages(request)
+        if (found := FACT.search(text))
+    ]
     return json.dumps({"operations": ops})
 
 
@@ -95,11 +98,22 @@ def wide_model(target: Path, *, dimension: int = 768) -> Path:
     from service.embeddings.encoder import bundled_model_path
 
     source = bundled_model_path()
-    config = BertConfig(vocab_size=30522, hidden_size=dimension, num_hidden_layers=1,
-                        num_attention_heads=12, intermediate_size=dimension * 2)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=dimension,
+        num_hidden_layers=1,
+        num_attention_heads=12,
+        intermediate_size=dimension * 2,
+    )
     BertModel(config).save_pretrained(str(target))
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                 "special_tokens_map.json", "sentence_bert_config.json", "modules.json"):
+    for name in (
+        "vocab.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "sentence_bert_config.json",
+        "modules.json",
+    ):
         (target / name).write_bytes((source / name).read_bytes())
     pooling = json.loads((source / "1_Pooling" / "config.json").read_text())
     pooling["word_embedding_dimension"] = dimension

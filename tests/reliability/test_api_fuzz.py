@@ -29,8 +29,12 @@ def test_no_generated_or_hand_written_bad_input_gets_a_server_error(live: LiveSe
     pytest.importorskip("schemathesis", reason="pip install -e '.[reliability]'")
     live.client.post("/v1/users/fuzz-user/memories", json={"content": "User plays the oboe"})
     cases = env_int("RELIABILITY_FUZZ_CASES", 60)
-    report = run_fuzz(live.base_url, live.api_key, max_cases=cases,
-                      max_time_s=env_int("RELIABILITY_FUZZ_TIME_S", 90))
+    report = run_fuzz(
+        live.base_url,
+        live.api_key,
+        max_cases=cases,
+        max_time_s=env_int("RELIABILITY_FUZZ_TIME_S", 90),
+    )
     record_figures("api_fuzz", report.as_dict())
     assert live.client.get("/readyz").status_code == 200
     assert report.generated >= min(cases, 30)
@@ -38,5 +42,7 @@ def test_no_generated_or_hand_written_bad_input_gets_a_server_error(live: LiveSe
     assert unknown == []
     assert report.transport_errors == 0
     if report.server_errors:
-        pytest.xfail(f"{len(report.server_errors)} server errors from NUL characters or a "
-                     "bigint offset (DataError not turned into 400 yet)")
+        pytest.xfail(
+            f"{len(report.server_errors)} server errors from NUL characters or a "
+            "bigint offset (DataError not turned into 400 yet)"
+        )

@@ -56,8 +56,11 @@ def _stop(server: Any) -> None:
 
 
 def _turn(msg_id: str, fact: str) -> dict[str, Any]:
-    return {"chat": CHAT, "user_message_id": msg_id,
-            "user_message": f"Please remember {fact} for me."}
+    return {
+        "chat": CHAT,
+        "user_message_id": msg_id,
+        "user_message": f"Please remember {fact} for me.",
+    }
 
 
 def _wait(predicate: Any, timeout_s: float) -> bool:
@@ -73,30 +76,36 @@ def _wait(predicate: Any, timeout_s: float) -> bool:
 
 
 async def test_a_database_restart_loses_no_accepted_turn(
-    own_postgres: tuple[Any, str], service_factory  # type: ignore[no-untyped-def]
+    own_postgres: tuple[Any, str],
+    service_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     # own_postgres first: set up before the service, so it is stopped after it
     server, url = own_postgres
     gate = _Gate()
     with LLMStub(responder=gate) as stub:
-        live: LiveService = service_factory(DATABASE_URL=url, LLM_BASE_URL=stub.base_url,
-                                            LLM_MODEL="stub-model")
-        assert live.client.post("/v1/turns", json=_turn("m1", "fact-before")).json()[
-            "status"] == "queued"
+        live: LiveService = service_factory(
+            DATABASE_URL=url, LLM_BASE_URL=stub.base_url, LLM_MODEL="stub-model"
+        )
+        assert (
+            live.client.post("/v1/turns", json=_turn("m1", "fact-before")).json()["status"]
+            == "queued"
+        )
         assert gate.entered.wait(30), "the extraction never reached the LLM"
 
         _stop(server)
         stopped_at = time.monotonic()
         during = {
             "readyz": httpx.get(f"{live.base_url}/readyz", timeout=10).status_code,
-            "context": live.client.post("/v1/context", json={
-                "chat": CHAT, "message": "What did I ask you to remember?"}).status_code,
+            "context": live.client.post(
+                "/v1/context", json={"chat": CHAT, "message": "What did I ask you to remember?"}
+            ).status_code,
         }
         instance = load_filter_instance()
         instance.valves = instance.Valves(service_url=live.base_url, api_key=live.api_key)
         harness = FilterHarness(instance)
-        chat = SavedChat(user=harness.make_user(user_id="u-restart", name="Robin"),
-                         timestamp_s=1_780_000_000)
+        chat = SavedChat(
+            user=harness.make_user(user_id="u-restart", name="Robin"), timestamp_s=1_780_000_000
+        )
         body, metadata, _, _ = chat.inlet_request("Hello!")
         seen = await harness.inlet(chat, body, metadata)
         assert seen.body["messages"] == [{"role": "user", "content": "Hello!"}]
@@ -108,19 +117,34 @@ async def test_a_database_restart_loses_no_accepted_turn(
         server.ensure_postgres_running()
         assert _wait(lambda: httpx.get(f"{live.base_url}/readyz").status_code == 200, RECOVERY_S)
         ready_s = time.monotonic() - stopped_at
-        assert _wait(lambda: live.client.post("/v1/context", json={
-            "chat": CHAT, "message": "hello"}).status_code == 200, RECOVERY_S)
-        assert live.client.post("/v1/turns", json=_turn("m2", "fact-after")).json()[
-            "status"] == "queued"
-        assert _wait(lambda: live.client.get("/v1/status").json()["turns_done"] == 2, RECOVERY_S), \
+        assert _wait(
+            lambda: (
+                live.client.post("/v1/context", json={"chat": CHAT, "message": "hello"}).status_code
+                == 200
+            ),
+            RECOVERY_S,
+        )
+        assert (
+            live.client.post("/v1/turns", json=_turn("m2", "fact-after")).json()["status"]
+            == "queued"
+        )
+        assert _wait(lambda: live.client.get("/v1/status").json()["turns_done"] == 2, RECOVERY_S), (
             live.client.get("/v1/status").json()
+        )
         recovered_s = time.monotonic() - stopped_at
     items = live.client.get("/v1/users/u-restart/memories").json()["items"]
-    assert sorted(m["content"] for m in items) == ["User mentioned fact-after",
-                                                   "User mentioned fact-before"]
+    assert sorted(m["content"] for m in items) == [
+        "User mentioned fact-after",
+        "User mentioned fact-before",
+    ]
     assert live.client.get("/v1/status").json()["turns_failed"] == 0
     assert metric(scrape(live), "database_up") == 1
-    record_figures("database_restart", {"during_outage_status": during,
-                                        "ready_again_s": round(ready_s, 1),
-                                        "all_turns_done_s": round(recovered_s, 1),
-                                        "turns_lost": 0})
+    record_figures(
+        "database_restart",
+        {
+            "during_outage_status": during,
+            "ready_again_s": round(ready_s, 1),
+            "all_turns_done_s": round(recovered_s, 1),
+            "turns_lost": 0,
+        },
+    )

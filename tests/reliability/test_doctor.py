@@ -20,32 +20,51 @@ def _doctor(env: dict[str, str], *args: str) -> tuple[int, list[str]]:
 def test_a_healthy_setup_passes_every_check(database_url: str, state_dir: Path) -> None:
     with LLMStub(responder=lambda _: '{"ok": true}') as llm:
         base_url = llm.base_url
-        code, lines = _doctor({"DATABASE_URL": database_url, "MEMORY_STATE_DIR": str(state_dir),
-                               "LLM_BASE_URL": base_url, "LLM_MODEL": "stub-model"})
+        code, lines = _doctor(
+            {
+                "DATABASE_URL": database_url,
+                "MEMORY_STATE_DIR": str(state_dir),
+                "LLM_BASE_URL": base_url,
+                "LLM_MODEL": "stub-model",
+            }
+        )
     assert code == 0, lines
     assert [line.split(":")[0] for line in lines[:-1]] == [
-        "OK   listen address", "OK   database", "OK   pgvector", "OK   migrations",
-        "OK   embedding model", "OK   llm models", "OK   llm"]
+        "OK   listen address",
+        "OK   database",
+        "OK   pgvector",
+        "OK   migrations",
+        "OK   embedding model",
+        "OK   llm models",
+        "OK   llm",
+    ]
     assert lines[3].startswith("OK   migrations: at the newest revision (")
-    assert lines[4].startswith("OK   embedding model: all-MiniLM-L6-v2 (onnx), 384 dimensions, "
-                               "one sentence in ")
+    assert lines[4].startswith(
+        "OK   embedding model: all-MiniLM-L6-v2 (onnx), 384 dimensions, one sentence in "
+    )
     assert lines[5] == f"OK   llm models: {base_url} lists stub-model"
     assert lines[-1] == "all 7 checks passed"
 
 
 def test_unreachable_parts_fail_with_a_sentence_each(state_dir: Path) -> None:
     down = closed_port_url()
-    code, lines = _doctor({"DATABASE_URL": f"postgresql://doctor@127.0.0.1:{down.rsplit(':', 1)[1]}"
-                                           "/memory",
-                           "MEMORY_STATE_DIR": str(state_dir), "LLM_BASE_URL": f"{down}/v1",
-                           "LLM_MODEL": "m", "MEMORY_HOST": "0.0.0.0"},
-                          "--openwebui-url", down)
+    code, lines = _doctor(
+        {
+            "DATABASE_URL": f"postgresql://doctor@127.0.0.1:{down.rsplit(':', 1)[1]}/memory",
+            "MEMORY_STATE_DIR": str(state_dir),
+            "LLM_BASE_URL": f"{down}/v1",
+            "LLM_MODEL": "m",
+            "MEMORY_HOST": "0.0.0.0",
+        },
+        "--openwebui-url",
+        down,
+    )
     assert code == 1
     by_check = {line.split(":")[0].split(maxsplit=1)[1]: line for line in lines[:-1]}
     assert by_check["listen address"].startswith(
-        "FAIL listen address: MEMORY_HOST=0.0.0.0 is reachable from other machines")
-    assert by_check["database"].startswith("FAIL database: cannot connect (DATABASE_URL "
-                                           "127.0.0.1:")
+        "FAIL listen address: MEMORY_HOST=0.0.0.0 is reachable from other machines"
+    )
+    assert by_check["database"].startswith("FAIL database: cannot connect (DATABASE_URL 127.0.0.1:")
     assert by_check["embedding model"].startswith("OK   embedding model")
     assert by_check["llm"].startswith(f"FAIL llm: {down}/v1 is unreachable")
     assert by_check["open webui"].startswith(f"FAIL open webui: {down}/health did not answer")
@@ -53,12 +72,18 @@ def test_unreachable_parts_fail_with_a_sentence_each(state_dir: Path) -> None:
     assert "doctor@" not in "\n".join(lines)  # no user or password of the URL is printed
 
 
-def test_a_model_of_another_dimension_passes_the_model_check(database_url: str,
-                                                             state_dir: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_model_of_another_dimension_passes_the_model_check(
+    database_url: str, state_dir: Path, tmp_path: Path
+) -> None:
     model = wide_model(tmp_path / "wide-768")
-    code, lines = _doctor({"DATABASE_URL": database_url, "MEMORY_STATE_DIR": str(state_dir),
-                           "EMBEDDING_MODEL_PATH": str(model), "EMBEDDING_BACKEND": "torch"})
+    code, lines = _doctor(
+        {
+            "DATABASE_URL": database_url,
+            "MEMORY_STATE_DIR": str(state_dir),
+            "EMBEDDING_MODEL_PATH": str(model),
+            "EMBEDDING_BACKEND": "torch",
+        }
+    )
     (line,) = [line for line in lines if "embedding model" in line]
     assert line.startswith("OK   embedding model: wide-768 (torch), 768 dimensions, "), line
     assert code == 0, lines

@@ -35,9 +35,12 @@ _survived: dict[str, dict[str, float]] = {}
 
 def _harness(url: str, api_key: str) -> FilterHarness:
     instance = load_filter_instance()
-    instance.valves = instance.Valves(service_url=url, api_key=api_key,
-                                      inlet_timeout_s=INLET_TIMEOUT_S,
-                                      outlet_timeout_s=OUTLET_TIMEOUT_S)
+    instance.valves = instance.Valves(
+        service_url=url,
+        api_key=api_key,
+        inlet_timeout_s=INLET_TIMEOUT_S,
+        outlet_timeout_s=OUTLET_TIMEOUT_S,
+    )
     return FilterHarness(instance)
 
 
@@ -46,8 +49,12 @@ async def _one_turn(harness: FilterHarness, user_id: str, text: str) -> tuple[ob
     body, metadata, user_message_id, assistant_id = chat.inlet_request(text)
     sent = copy.deepcopy(body["messages"])
     seen = await harness.inlet(chat, body, metadata)
-    outlet_body = chat.record_turn(user_message_id=user_message_id, text=text,
-                                   assistant_id=assistant_id, reply="Hello! How can I help?")
+    outlet_body = chat.record_turn(
+        user_message_id=user_message_id,
+        text=text,
+        assistant_id=assistant_id,
+        reply="Hello! How can I help?",
+    )
     expected = copy.deepcopy(outlet_body)
     out = await harness.outlet(chat, outlet_body, metadata)
     return seen, out, {"sent": sent, "outlet": expected}
@@ -57,8 +64,11 @@ async def test_the_proxy_passes_the_real_service_through(live: LiveService) -> N
     """Control: with no fault the block is injected and the turn handed over."""
     live.client.post("/v1/users/u-ctrl/memories", json={"content": "User is vegetarian"})
     with FaultProxy(upstream_port=urlparse(live.base_url).port or 0) as proxy:
-        seen, out, _ = await _one_turn(_harness(proxy.url, live.api_key), "u-ctrl",
-                                       "Hello! I'm vegetarian, what should I cook tonight?")
+        seen, out, _ = await _one_turn(
+            _harness(proxy.url, live.api_key),
+            "u-ctrl",
+            "Hello! I'm vegetarian, what should I cook tonight?",
+        )
     assert "User is vegetarian" in seen.system_text  # type: ignore[attr-defined]
     assert out.events == []  # type: ignore[attr-defined]
     status = live.client.get("/v1/status").json()
@@ -76,8 +86,13 @@ async def test_the_chat_is_answered_within_the_valves_whatever_the_service_does(
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute("ALTER TABLE memories RENAME TO memories_gone")
             conn.execute("ALTER TABLE turns RENAME TO turns_gone")
-    mode = {"slow": "slow", "hang": "hang", "reset": "reset", "garbage": "garbage",
-            "truncated": "truncated"}.get(fault, "pass")
+    mode = {
+        "slow": "slow",
+        "hang": "hang",
+        "reset": "reset",
+        "garbage": "garbage",
+        "truncated": "truncated",
+    }.get(fault, "pass")
     with FaultProxy(upstream_port=port, mode=mode, delay_s=30.0) as proxy:
         url = closed_port_url() if fault == "down" else proxy.url
         harness = _harness(url, key)
@@ -96,7 +111,16 @@ async def test_the_chat_is_answered_within_the_valves_whatever_the_service_does(
     else:
         assert [e["data"]["description"] for e in out.events] == [NOT_SAVED]  # type: ignore[attr-defined]
         assert outlet_s <= OUTLET_TIMEOUT_S + MARGIN_S, outlet_s
-    _survived[fault] = {"inlet_s": round(inlet_s, 3), "outlet_s": round(outlet_s, 3),
-                        "turn_s": round(total_s, 3)}
-    record_figures("fail_open", {"inlet_timeout_s": INLET_TIMEOUT_S,
-                                 "outlet_timeout_s": OUTLET_TIMEOUT_S, "faults": _survived})
+    _survived[fault] = {
+        "inlet_s": round(inlet_s, 3),
+        "outlet_s": round(outlet_s, 3),
+        "turn_s": round(total_s, 3),
+    }
+    record_figures(
+        "fail_open",
+        {
+            "inlet_timeout_s": INLET_TIMEOUT_S,
+            "outlet_timeout_s": OUTLET_TIMEOUT_S,
+            "faults": _survived,
+        },
+    )

@@ -37,8 +37,13 @@ class _Service(ServiceProcess):
         env = super()._environment()
         # Batched extraction with a short quiet period: each chat's turn waits as a scheduled
         # quiet check, which must survive the kill as well.
-        env.update({"DATABASE_URL": self.database_url, "MEMORY_WORKER_CONCURRENCY": "2",
-                    "MEMORY_BATCH_QUIET_S": "2"})
+        env.update(
+            {
+                "DATABASE_URL": self.database_url,
+                "MEMORY_WORKER_CONCURRENCY": "2",
+                "MEMORY_BATCH_QUIET_S": "2",
+            }
+        )
         return env
 
 
@@ -49,13 +54,16 @@ def _slow_echo(request: dict[str, Any]) -> str:
 
 def _turn(i: int) -> dict[str, Any]:
     # one sender per turn: facts this alike would be near-duplicates within one user's bank
-    return {"chat": {"user_id": f"u-{i}", "chat_id": f"kill-chat-{i}", "kind": "saved"},
-            "user_message_id": f"msg-{i}",
-            "user_message": f"Note for later: fact-k{i:03d} is on my list."}
+    return {
+        "chat": {"user_id": f"u-{i}", "chat_id": f"kill-chat-{i}", "kind": "saved"},
+        "user_message_id": f"msg-{i}",
+        "user_message": f"Note for later: fact-k{i:03d} is on my list.",
+    }
 
 
-async def _send_all(client: httpx.AsyncClient, indices: list[int], *, stop_after: int | None,
-                    on_stop: Any) -> dict[int, str]:
+async def _send_all(
+    client: httpx.AsyncClient, indices: list[int], *, stop_after: int | None, on_stop: Any
+) -> dict[int, str]:
     """POST each turn (CONCURRENCY at once); returns index → answer status or error name."""
     answers: dict[int, str] = {}
     gate = asyncio.Semaphore(CONCURRENCY)
@@ -68,12 +76,18 @@ async def _send_all(client: httpx.AsyncClient, indices: list[int], *, stop_after
                 return
             try:
                 response = await client.post("/v1/turns", json=_turn(i))
-                answers[i] = response.json()["status"] if response.status_code == 202 \
+                answers[i] = (
+                    response.json()["status"]
+                    if response.status_code == 202
                     else f"http_{response.status_code}"
+                )
             except httpx.HTTPError as exc:
                 answers[i] = type(exc).__name__
-            if stop_after is not None and not killed.is_set() and \
-                    sum(a == "queued" for a in answers.values()) >= stop_after:
+            if (
+                stop_after is not None
+                and not killed.is_set()
+                and sum(a == "queued" for a in answers.values()) >= stop_after
+            ):
                 killed.set()
                 on_stop()
 
@@ -87,34 +101,45 @@ async def test_every_accepted_turn_is_extracted_exactly_once_after_a_kill(
     total = env_int("RELIABILITY_KILL_TURNS", 40)
     key = secrets.token_urlsafe(16)
     with LLMStub(responder=_slow_echo) as llm:
-        service = _Service(database_url=database_url, state_dir=state_dir, port=free_port(),
-                           api_key=key, llm_base_url=llm.base_url, llm_model="stub-model",
-                           log_path=tmp_path / "service.log")
+        service = _Service(
+            database_url=database_url,
+            state_dir=state_dir,
+            port=free_port(),
+            api_key=key,
+            llm_base_url=llm.base_url,
+            llm_model="stub-model",
+            log_path=tmp_path / "service.log",
+        )
         service.start()
         try:
             service.wait_ready(120)
             headers = {"Authorization": f"Bearer {key}"}
-            async with httpx.AsyncClient(base_url=service.url, headers=headers, timeout=10,
-                                         trust_env=False) as client:
+            async with httpx.AsyncClient(
+                base_url=service.url, headers=headers, timeout=10, trust_env=False
+            ) as client:
                 # a first quarter, until some of it is extracted; then more, killed mid-way
                 warm = total // 4
-                first = await _send_all(client, list(range(warm)), stop_after=None,
-                                        on_stop=None)
+                first = await _send_all(client, list(range(warm)), stop_after=None, on_stop=None)
                 deadline = time.monotonic() + 30
-                while time.monotonic() < deadline and \
-                        (await client.get("/v1/status")).json()["turns_done"] < 2:
+                while (
+                    time.monotonic() < deadline
+                    and (await client.get("/v1/status")).json()["turns_done"] < 2
+                ):
                     await asyncio.sleep(0.1)
-                first |= await _send_all(client, list(range(warm, total)),
-                                         stop_after=total // 4, on_stop=service.kill)
+                first |= await _send_all(
+                    client, list(range(warm, total)), stop_after=total // 4, on_stop=service.kill
+                )
                 service.kill()
                 accepted = sorted(i for i, a in first.items() if a == "queued")
                 with psycopg.connect(database_url) as conn:
-                    at_kill = dict(conn.execute(
-                        "SELECT status, count(*) FROM turns GROUP BY status").fetchall())
+                    at_kill = dict(
+                        conn.execute(
+                            "SELECT status, count(*) FROM turns GROUP BY status"
+                        ).fetchall()
+                    )
                 service.start()
                 service.wait_ready(120)
-                second = await _send_all(client, list(range(total)), stop_after=None,
-                                         on_stop=None)
+                second = await _send_all(client, list(range(total)), stop_after=None, on_stop=None)
                 deadline = time.monotonic() + DRAIN_S
                 while time.monotonic() < deadline:
                     status = (await client.get("/v1/status")).json()
@@ -131,16 +156,26 @@ async def test_every_accepted_turn_is_extracted_exactly_once_after_a_kill(
         done = conn.execute("SELECT status, count(*) FROM turns GROUP BY status").fetchall()
         facts = conn.execute(
             "SELECT substring(content from 'fact-k[0-9]+'), count(*) FROM memories "
-            "WHERE status = 'active' GROUP BY 1").fetchall()
+            "WHERE status = 'active' GROUP BY 1"
+        ).fetchall()
     counts = dict(facts)
     assert dict(done) == {"done": total}, (done, service.log_tail())
     assert sorted(counts) == [f"fact-k{i:03d}" for i in range(total)]
     assert set(counts.values()) == {1}, {k: v for k, v in counts.items() if v != 1}
-    record_figures("kill_during_load", {
-        "outlet_calls": total, "accepted_before_kill": len(accepted),
-        "ledger_at_kill": at_kill,
-        "answers_before_kill": _tally(first), "answers_after_restart": _tally(second),
-        "turns_done": total, "facts_stored_once": len(counts), "lost": 0, "duplicated": 0})
+    record_figures(
+        "kill_during_load",
+        {
+            "outlet_calls": total,
+            "accepted_before_kill": len(accepted),
+            "ledger_at_kill": at_kill,
+            "answers_before_kill": _tally(first),
+            "answers_after_restart": _tally(second),
+            "turns_done": total,
+            "facts_stored_once": len(counts),
+            "lost": 0,
+            "duplicated": 0,
+        },
+    )
 
 
 def _tally(answers: dict[int, str]) -> dict[str, int]:

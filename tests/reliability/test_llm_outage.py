@@ -51,19 +51,28 @@ def outage() -> _Outage:
 @pytest.fixture
 def failing(service_factory, outage: _Outage):  # type: ignore[no-untyped-def]
     with LLMStub(responder=outage) as stub:
-        live = service_factory(LLM_BASE_URL=stub.base_url, LLM_MODEL="stub-model",
-                               MEMORY_EXTRACTION_ATTEMPTS=str(ATTEMPTS))
+        live = service_factory(
+            LLM_BASE_URL=stub.base_url,
+            LLM_MODEL="stub-model",
+            MEMORY_EXTRACTION_ATTEMPTS=str(ATTEMPTS),
+        )
         yield live, stub
 
 
 def test_an_llm_outage_is_retried_with_backoff_then_the_turn_is_parked_and_listed(
-    failing, outage: _Outage  # type: ignore[no-untyped-def]
+    failing,
+    outage: _Outage,  # type: ignore[no-untyped-def]
 ) -> None:
     live, _ = failing
     before = scrape(live)
-    answer = live.client.post("/v1/turns", json={
-        "chat": CHAT, "user_message_id": "m1",
-        "user_message": "I repair clocks for a living, fact-clocks."})
+    answer = live.client.post(
+        "/v1/turns",
+        json={
+            "chat": CHAT,
+            "user_message_id": "m1",
+            "user_message": "I repair clocks for a living, fact-clocks.",
+        },
+    )
     assert answer.json()["status"] == "queued"
     status = _wait_failed(live, 1)
     assert (status["turns_failed"], status["turns_queued"], status["turns_done"]) == (1, 0, 0)
@@ -73,32 +82,53 @@ def test_an_llm_outage_is_retried_with_backoff_then_the_turn_is_parked_and_liste
     assert all(w >= 1.5 for w in waits) and waits[-1] > waits[0], waits  # backoff grows
     (item,) = live.client.get("/v1/admin/turns?status=failed").json()["items"]
     assert (item["user_id"], item["chat_id"], item["user_message_id"]) == (
-        "u-outage", "chat-outage", "m1")
+        "u-outage",
+        "chat-outage",
+        "m1",
+    )
     assert item["error"].startswith("the LLM answered HTTP 500")
     assert "clocks" not in str(item)
     after = scrape(live)
-    assert metric(after, "extraction_outcomes_total", outcome="gave_up") - \
-        metric(before, "extraction_outcomes_total", outcome="gave_up") == 1
+    assert (
+        metric(after, "extraction_outcomes_total", outcome="gave_up")
+        - metric(before, "extraction_outcomes_total", outcome="gave_up")
+        == 1
+    )
     assert metric(after, "turns", status="failed") == 1
-    listing = CliRunner().invoke(app, ["turns", "list", "--url", live.base_url],
-                                 env={"MEMORY_API_KEY": live.api_key})
+    listing = CliRunner().invoke(
+        app, ["turns", "list", "--url", live.base_url], env={"MEMORY_API_KEY": live.api_key}
+    )
     assert listing.exit_code == 0, listing.output
     (row, total) = listing.output.splitlines()
     assert row.startswith(f"{item['id']}\tu-outage\tchat-outage\t")
     assert row.endswith("\ttexts erased\t" + item["error"]) or row.endswith(
-        "\tretryable\t" + item["error"])
+        "\tretryable\t" + item["error"]
+    )
     assert total == "1 failed turns"
-    record_figures("llm_outage", {"attempts": len(outage.calls),
-                                  "waits_s": [round(w, 1) for w in waits],
-                                  "turn_parked_as_failed": 1, "listed_by_admin_api": 1})
+    record_figures(
+        "llm_outage",
+        {
+            "attempts": len(outage.calls),
+            "waits_s": [round(w, 1) for w in waits],
+            "turn_parked_as_failed": 1,
+            "listed_by_admin_api": 1,
+        },
+    )
 
 
 def test_a_parked_turn_is_extracted_once_after_a_retry(
-    failing, outage: _Outage  # type: ignore[no-untyped-def]
+    failing,
+    outage: _Outage,  # type: ignore[no-untyped-def]
 ) -> None:
     live, _ = failing
-    live.client.post("/v1/turns", json={"chat": CHAT, "user_message_id": "m1",
-                                        "user_message": "I repair clocks, fact-clocks."})
+    live.client.post(
+        "/v1/turns",
+        json={
+            "chat": CHAT,
+            "user_message_id": "m1",
+            "user_message": "I repair clocks, fact-clocks.",
+        },
+    )
     _wait_failed(live, 1)
     (item,) = live.client.get("/v1/admin/turns?status=failed").json()["items"]
     assert item["retryable"] is True

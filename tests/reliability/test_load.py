@@ -12,10 +12,14 @@ from tests.support.llm_stub import LLMStub
 async def test_concurrent_users_never_see_each_others_memories(service_factory) -> None:  # type: ignore[no-untyped-def]
     with LLMStub(responder=echo_facts) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model")
-        report = await run_load(live.base_url, live.api_key,
-                                users=env_int("RELIABILITY_LOAD_USERS", 8),
-                                duration_s=env_int("RELIABILITY_LOAD_S", 8), think_s=0.1,
-                                drain_s=120)
+        report = await run_load(
+            live.base_url,
+            live.api_key,
+            users=env_int("RELIABILITY_LOAD_USERS", 8),
+            duration_s=env_int("RELIABILITY_LOAD_S", 8),
+            think_s=0.1,
+            drain_s=120,
+        )
     figures = report.as_dict()
     record_figures("load_short", figures)
     assert figures["requests"] >= 50, figures

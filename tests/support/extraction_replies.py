@@ -9,7 +9,8 @@ from typing import Any
 
 _NEW_MESSAGE = re.compile(r"<new_user_message>(.*?)</new_user_message>", re.DOTALL)
 _NEW_MESSAGE_WITH_REF = re.compile(
-    r"^\[(u\d+)\][^\n]*\n<new_user_message>(.*?)</new_user_message>", re.DOTALL | re.MULTILINE)
+    r"^\[(u\d+)\][^\n]*\n<new_user_message>(.*?)</new_user_message>", re.DOTALL | re.MULTILINE
+)
 
 
 def _prompt(request: dict[str, Any]) -> str:
@@ -32,11 +33,24 @@ def is_chat_summary_request(request: dict[str, Any]) -> bool:
     return "<chat_summary>" in _prompt(request)
 
 
-def new_op(content: str, *, bank: str = "personal", tags: list[str] | None = None,
-           op: str = "NEW", ref: str | None = None, confidence: float = 0.9) -> dict[str, Any]:
+def new_op(
+    content: str,
+    *,
+    bank: str = "personal",
+    tags: list[str] | None = None,
+    op: str = "NEW",
+    ref: str | None = None,
+    confidence: float = 0.9,
+) -> dict[str, Any]:
     """One operation of the extraction answer."""
-    return {"op": op, "ref": ref, "content": content, "tags": tags or [], "bank": bank,
-            "confidence": confidence}
+    return {
+        "op": op,
+        "ref": ref,
+        "content": content,
+        "tags": tags or [],
+        "bank": bank,
+        "confidence": confidence,
+    }
 
 
 def by_message(rules: dict[str, list[dict[str, Any]]]) -> Callable[[dict[str, Any]], str]:
@@ -82,8 +96,11 @@ def chat_summary_answer(request: dict[str, Any]) -> str:
     message (replies left out), joined by spaces, so tests see what each version took in."""
     previous = _PREVIOUS_SUMMARY.search(_prompt(request))
     parts = [previous.group(1)] if previous and previous.group(1) else []
-    parts += [f"{speaker}: {text}" for speaker, text in chat_summary_lines(request)
-              if speaker != "assistant"]
+    parts += [
+        f"{speaker}: {text}"
+        for speaker, text in chat_summary_lines(request)
+        if speaker != "assistant"
+    ]
     return json.dumps({"summary": " ".join(parts)}, ensure_ascii=False)
 
 

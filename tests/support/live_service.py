@@ -30,20 +30,31 @@ class LiveService:
     client: httpx.Client = field(init=False)
 
     def __post_init__(self) -> None:
-        self.client = httpx.Client(base_url=self.base_url, timeout=30,
-                                   headers={"Authorization": f"Bearer {self.api_key}"})
+        self.client = httpx.Client(
+            base_url=self.base_url, timeout=30, headers={"Authorization": f"Bearer {self.api_key}"}
+        )
 
     @classmethod
-    def start(cls, *, database_url: str, encoder: Encoder, state_dir: Path,
-              env: dict[str, str] | None = None, timeout_s: float = 60) -> LiveService:
+    def start(
+        cls,
+        *,
+        database_url: str,
+        encoder: Encoder,
+        state_dir: Path,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 60,
+    ) -> LiveService:
         key = secrets.token_urlsafe(16)
         # A busy 2-core test machine must not turn the inlet deadline into flaky tests;
         # tests of the deadline set it themselves. Extraction runs per turn unless a test
         # sets the batch thresholds (tests of batching do).
-        values: dict[str, Any] = {"DATABASE_URL": database_url, "MEMORY_API_KEY": key,
-                                  "MEMORY_STATE_DIR": str(state_dir),
-                                  "MEMORY_CONTEXT_DEADLINE_S": "20",
-                                  "MEMORY_BATCH_MESSAGES": "1"}
+        values: dict[str, Any] = {
+            "DATABASE_URL": database_url,
+            "MEMORY_API_KEY": key,
+            "MEMORY_STATE_DIR": str(state_dir),
+            "MEMORY_CONTEXT_DEADLINE_S": "20",
+            "MEMORY_BATCH_MESSAGES": "1",
+        }
         values.update(env or {})
         settings = Settings(**values)
         app = create_app(settings, encoder=encoder)

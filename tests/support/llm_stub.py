@@ -42,7 +42,7 @@ DEFAULT_REPLY = "STUB-REPLY ok"
 Responder = Callable[[dict[str, Any]], str]
 
 
-def default_responder(request: dict[str, Any]) -> str:  # noqa: ARG001 - the Responder signature
+def default_responder(request: dict[str, Any]) -> str:
     """Answer every request with `DEFAULT_REPLY`."""
     return DEFAULT_REPLY
 
@@ -92,8 +92,10 @@ class LLMStub:
         server.stub = self
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05},
-            name=f"llm-stub:{server.server_address[1]}", daemon=True,
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"llm-stub:{server.server_address[1]}",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -194,17 +196,20 @@ class _Handler(BaseHTTPRequestHandler):
     def stub(self) -> LLMStub:
         return self.server.stub  # type: ignore[attr-defined,no-any-return]
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet: the request log is the record."""
 
     # -- routes ----------------------------------------------------------------------------
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
-            self._send_json(200, {
-                "object": "list",
-                "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "stub"}],
-            })
+            self._send_json(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "stub"}],
+                },
+            )
         else:
             self._send_error(404, f"no route for GET {self.path}")
 
@@ -230,7 +235,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model = str(body.get("model") or MODEL_ID)
         prompt_tokens = sum(
-            _count_words(m.get("content")) for m in body.get("messages") or []
+            _count_words(m.get("content"))
+            for m in body.get("messages") or []
             if isinstance(m, dict)
         )
         usage = {
@@ -243,19 +249,24 @@ class _Handler(BaseHTTPRequestHandler):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._send_stream(completion_id, model, text, usage if include_usage else None)
         else:
-            self._send_json(200, {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [{
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }],
-                "usage": usage,
-            })
+            self._send_json(
+                200,
+                {
+                    "id": completion_id,
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "logprobs": None,
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
 
     # -- writers ---------------------------------------------------------------------------
 
@@ -284,20 +295,28 @@ class _Handler(BaseHTTPRequestHandler):
 
         def chunk(delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
             return {
-                "id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
                 "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
             }
 
         size = self.stub._stream_chunk_chars
         events: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""}, None)]
-        events += [chunk({"content": text[i:i + size]}, None) for i in range(0, len(text), size)]
+        events += [chunk({"content": text[i : i + size]}, None) for i in range(0, len(text), size)]
         events.append(chunk({}, "stop"))
         if usage is not None:
-            events.append({
-                "id": completion_id, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [], "usage": usage,
-            })
+            events.append(
+                {
+                    "id": completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
         for event in events:
             self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
             self.wfile.flush()

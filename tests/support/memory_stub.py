@@ -42,10 +42,22 @@ def default_responder(request: RecordedRequest) -> StubReply:
             json={
                 "block": "<userMemories>Alice likes tea.</userMemories>",
                 "memories": [
-                    {"id": "m-1", "bank": "personal", "content": "Alice likes tea.",
-                     "similarity": 0.81, "score": 0.72, "created_at": "2023-05-08T13:56:00Z"},
-                    {"id": "m-2", "bank": "personal", "content": "Alice has a cat.",
-                     "similarity": 0.78, "score": 0.70, "created_at": "2023-05-08T13:56:00Z"},
+                    {
+                        "id": "m-1",
+                        "bank": "personal",
+                        "content": "Alice likes tea.",
+                        "similarity": 0.81,
+                        "score": 0.72,
+                        "created_at": "2023-05-08T13:56:00Z",
+                    },
+                    {
+                        "id": "m-2",
+                        "bank": "personal",
+                        "content": "Alice has a cat.",
+                        "similarity": 0.78,
+                        "score": 0.70,
+                        "created_at": "2023-05-08T13:56:00Z",
+                    },
                 ],
                 "profile": None,
                 "status": "2 memories recalled",
@@ -78,7 +90,7 @@ class MemoryServiceStub:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - name fixed by http.server
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 try:
@@ -100,7 +112,9 @@ class MemoryServiceStub:
                     reply = stub.responder(request)
                     if reply.delay_s:
                         time.sleep(reply.delay_s)
-                    payload = reply.raw if reply.raw is not None else json.dumps(reply.json).encode()
+                    payload = (
+                        reply.raw if reply.raw is not None else json.dumps(reply.json).encode()
+                    )
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
@@ -110,7 +124,7 @@ class MemoryServiceStub:
                     with stub._lock:
                         stub._in_flight -= 1
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         class QuietServer(ThreadingHTTPServer):

@@ -80,8 +80,11 @@ class FakeOpenWebUI:
         if chat_id not in self.shares:
             return None
         # the snapshot is the chat's JSON with the mode added (SharedChatsTable.create)
-        return types.SimpleNamespace(id=f"share-{chat_id}", chat_id=chat_id,
-                                     chat={"history": {}, "share_mode": self.shares[chat_id]})
+        return types.SimpleNamespace(
+            id=f"share-{chat_id}",
+            chat_id=chat_id,
+            chat={"history": {}, "share_mode": self.shares[chat_id]},
+        )
 
     def _folder(self, folder_id: str) -> Any:
         row = self.folders.get(folder_id)

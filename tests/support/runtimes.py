@@ -19,8 +19,9 @@ RuntimeFactory = Callable[..., Runtime]
 
 
 @asynccontextmanager
-async def runtime_factory(database_url: str, encoder: Encoder, state_dir: Path,
-                          **defaults: Any) -> AsyncIterator[RuntimeFactory]:
+async def runtime_factory(
+    database_url: str, encoder: Encoder, state_dir: Path, **defaults: Any
+) -> AsyncIterator[RuntimeFactory]:
     """Build Runtimes as the app does (pool with the read path's server settings, LLM client
     from the settings, job app), closing them all on exit.
 
@@ -31,16 +32,23 @@ async def runtime_factory(database_url: str, encoder: Encoder, state_dir: Path,
     built: list[Runtime] = []
 
     def build(**env: Any) -> Runtime:
-        values = {"DATABASE_URL": database_url, "MEMORY_STATE_DIR": str(state_dir),
-                  **{k: str(v) for k, v in (defaults | env).items()}}
+        values = {
+            "DATABASE_URL": database_url,
+            "MEMORY_STATE_DIR": str(state_dir),
+            **{k: str(v) for k, v in (defaults | env).items()},
+        }
         settings = Settings(**values)
-        rt = Runtime(settings=settings,
-                     db=Database.connect(database_url, pool_size=2,
-                                         server_settings=settings.server_settings()),
-                     encoder=encoder,
-                     llm=LLMClient(base_url=settings.llm_base_url, model=settings.llm_model,
-                                   api_key=None, timeout_s=10),
-                     jobs=build_job_app(database_url))
+        rt = Runtime(
+            settings=settings,
+            db=Database.connect(
+                database_url, pool_size=2, server_settings=settings.server_settings()
+            ),
+            encoder=encoder,
+            llm=LLMClient(
+                base_url=settings.llm_base_url, model=settings.llm_model, api_key=None, timeout_s=10
+            ),
+            jobs=build_job_app(database_url),
+        )
         built.append(rt)
         return rt
 

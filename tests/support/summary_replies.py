@@ -36,8 +36,11 @@ def source_lines(request: dict[str, Any]) -> list[tuple[str, str, str]]:
     found = _SOURCES.search(_last_text(request))
     if not found:
         return []
-    return [m.groups() for line in found.group(1).splitlines()  # type: ignore[misc]
-            if (m := _LINE.match(line))]
+    return [
+        m.groups()
+        for line in found.group(1).splitlines()  # type: ignore[misc]
+        if (m := _LINE.match(line))
+    ]
 
 
 def is_summary_request(request: dict[str, Any]) -> bool:
@@ -50,8 +53,9 @@ def faithful_merge(request: dict[str, Any]) -> str:
     sources = source_lines(request)
     dated = len({date for _, date, _ in sources}) > 1
     content = "; ".join(f"{text} ({date})" if dated else text for _, date, text in sources)
-    return json.dumps({"content": content, "covers": [ref for ref, _, _ in sources]},
-                      ensure_ascii=False)
+    return json.dumps(
+        {"content": content, "covers": [ref for ref, _, _ in sources]}, ensure_ascii=False
+    )
 
 
 def with_summaries(responder: Responder, summarize: Responder = faithful_merge) -> Responder:

@@ -25,11 +25,18 @@ from service.errors import ChatSummaryInvalid
 POLICY = BatchPolicy(max_tokens=1000, max_messages=5, lookback_turns=0)
 
 
-def _turns(*tokens: int, remember: tuple[int, ...] = (), context: dict[int, str] | None = None
-           ) -> list[PendingTurn]:
-    return [PendingTurn(turn_id=i + 1, tokens=t, remember=i + 1 in remember,
-                        context=(context or {}).get(i + 1, "chat-a"))
-            for i, t in enumerate(tokens)]
+def _turns(
+    *tokens: int, remember: tuple[int, ...] = (), context: dict[int, str] | None = None
+) -> list[PendingTurn]:
+    return [
+        PendingTurn(
+            turn_id=i + 1,
+            tokens=t,
+            remember=i + 1 in remember,
+            context=(context or {}).get(i + 1, "chat-a"),
+        )
+        for i, t in enumerate(tokens)
+    ]
 
 
 def test_four_short_turns_wait_and_the_fifth_makes_a_batch() -> None:
@@ -81,37 +88,49 @@ def test_one_message_per_batch_is_extraction_per_turn() -> None:
     assert plan_batches(_turns(5, 5), policy, quiet=False) == [(1,), (2,)]
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("Remember that I'm allergic to peanuts.", True),
-    ("I'm allergic to peanuts, please remember.", True),
-    ("Can you remember that my sister is Jane?", True),
-    ("Don\u2019t forget: the meeting moved to Friday.", True),
-    ("Keep in mind that I use a screen reader.", True),
-    ("Save this to your memory: I drive a blue Fiat.", True),
-    ("Merk dir bitte, dass ich Vegetarier bin.", True),
-    ("Souviens-toi que je pars en juin.", True),
-    ("Recuerda que trabajo de noche.", True),
-    ("Do you remember that film we talked about?", False),
-    ("I remember that day well.", False),
-    ("What's the capital of Peru?", False),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Remember that I'm allergic to peanuts.", True),
+        ("I'm allergic to peanuts, please remember.", True),
+        ("Can you remember that my sister is Jane?", True),
+        ("Don\u2019t forget: the meeting moved to Friday.", True),
+        ("Keep in mind that I use a screen reader.", True),
+        ("Save this to your memory: I drive a blue Fiat.", True),
+        ("Merk dir bitte, dass ich Vegetarier bin.", True),
+        ("Souviens-toi que je pars en juin.", True),
+        ("Recuerda que trabajo de noche.", True),
+        ("Do you remember that film we talked about?", False),
+        ("I remember that day well.", False),
+        ("What's the capital of Peru?", False),
+    ],
+)
 def test_remember_requests_are_recognised(text: str, expected: bool) -> None:
     assert asks_to_remember(text) is expected
 
 
 def test_the_message_hash_ignores_ids_and_spacing_but_not_the_place_in_the_chat() -> None:
     history = [("user", "Hi"), ("assistant", "Hello! How can I help?")]
-    first = message_hash(chat_id="c1", user_id="u1", user_message="I like  tea.",
-                         history=history)
+    first = message_hash(chat_id="c1", user_id="u1", user_message="I like  tea.", history=history)
     assert len(first) == 64 and int(first, 16) >= 0
-    assert first == message_hash(chat_id="c1", user_id="u1", user_message="I like tea.",
-                                 history=[("user", "Hi"), ("assistant", "Hello!  How can I help?")])
-    assert first != message_hash(chat_id="c1", user_id="u1", user_message="I like tea.",
-                                 history=[*history, ("user", "More?"), ("assistant", "Sure.")])
-    assert first != message_hash(chat_id="c2", user_id="u1", user_message="I like tea.",
-                                 history=history)
-    assert first != message_hash(chat_id="c1", user_id="u2", user_message="I like tea.",
-                                 history=history)
+    assert first == message_hash(
+        chat_id="c1",
+        user_id="u1",
+        user_message="I like tea.",
+        history=[("user", "Hi"), ("assistant", "Hello!  How can I help?")],
+    )
+    assert first != message_hash(
+        chat_id="c1",
+        user_id="u1",
+        user_message="I like tea.",
+        history=[*history, ("user", "More?"), ("assistant", "Sure.")],
+    )
+    assert first != message_hash(
+        chat_id="c2", user_id="u1", user_message="I like tea.", history=history
+    )
+    assert first != message_hash(
+        chat_id="c1", user_id="u2", user_message="I like tea.", history=history
+    )
 
 
 def test_the_token_estimate_takes_the_higher_estimate_and_adds_the_margin() -> None:
@@ -128,10 +147,17 @@ def test_the_token_estimate_takes_the_higher_estimate_and_adds_the_margin() -> N
 
 def test_a_batch_prompt_quotes_every_new_message_under_its_ref() -> None:
     at = datetime(2026, 5, 8, 9, 30, tzinfo=UTC)
-    batch = [TurnText("I moved to Lyon.", "Nice!", [("user", "Hi"), ("assistant", "Hello")], at),
-             TurnText("My cat is Miso.", None, [], at.replace(day=9))]
-    messages = build_messages(turns=batch, user_name="Ana", now=at.replace(day=9),
-                              neighbours=[], allowed_banks=[Bank.PERSONAL])
+    batch = [
+        TurnText("I moved to Lyon.", "Nice!", [("user", "Hi"), ("assistant", "Hello")], at),
+        TurnText("My cat is Miso.", None, [], at.replace(day=9)),
+    ]
+    messages = build_messages(
+        turns=batch,
+        user_name="Ana",
+        now=at.replace(day=9),
+        neighbours=[],
+        allowed_banks=[Bank.PERSONAL],
+    )
     prompt = messages[-1]["content"]
     assert prompt.endswith(
         "NEW USER MESSAGES (2):\n"
@@ -140,49 +166,70 @@ def test_a_batch_prompt_quotes_every_new_message_under_its_ref() -> None:
         "<assistant_reply>Nice!</assistant_reply>\n\n"
         "[u2] 2026-05-09 (Saturday)\n<new_user_message>My cat is Miso.</new_user_message>\n"
         "ASSISTANT REPLY (context only, never a fact about the user):\n"
-        "<assistant_reply></assistant_reply>")
+        "<assistant_reply></assistant_reply>"
+    )
     assert "EARLIER MESSAGES (context only):\nuser: Hi\nassistant: Hello\n" in prompt
 
 
 def test_operations_name_their_message_or_fall_back_to_none() -> None:
-    data = {"operations": [
-        {"op": "NEW", "content": "User lives in Lyon", "message": "u1"},
-        {"op": "NEW", "content": "User has a cat named Miso", "message": "[U2]"},
-        {"op": "NEW", "content": "User likes jazz", "message": "u7"},
-        {"op": "NEW", "content": "User is 41"},
-    ]}
-    ops = parse_operations(data, refs={}, allowed_banks=[Bank.PERSONAL],
-                           message_refs=["u1", "u2"])
+    data = {
+        "operations": [
+            {"op": "NEW", "content": "User lives in Lyon", "message": "u1"},
+            {"op": "NEW", "content": "User has a cat named Miso", "message": "[U2]"},
+            {"op": "NEW", "content": "User likes jazz", "message": "u7"},
+            {"op": "NEW", "content": "User is 41"},
+        ]
+    }
+    ops = parse_operations(data, refs={}, allowed_banks=[Bank.PERSONAL], message_refs=["u1", "u2"])
     assert [(o.content, o.message) for o in ops] == [
-        ("User lives in Lyon", "u1"), ("User has a cat named Miso", "u2"),
-        ("User likes jazz", None), ("User is 41", None)]
+        ("User lives in Lyon", "u1"),
+        ("User has a cat named Miso", "u2"),
+        ("User likes jazz", None),
+        ("User is 41", None),
+    ]
 
 
-@pytest.mark.parametrize(("uncovered", "has_summary", "quiet", "expected"), [
-    (1999, False, False, FoldDecision.WAIT),
-    (2000, False, False, FoldDecision.FOLD),
-    (1999, False, True, FoldDecision.DROP),
-    (300, True, False, FoldDecision.WAIT),
-    (300, True, True, FoldDecision.FOLD),
-    (0, True, True, FoldDecision.DROP),
-])
+@pytest.mark.parametrize(
+    ("uncovered", "has_summary", "quiet", "expected"),
+    [
+        (1999, False, False, FoldDecision.WAIT),
+        (2000, False, False, FoldDecision.FOLD),
+        (1999, False, True, FoldDecision.DROP),
+        (300, True, False, FoldDecision.WAIT),
+        (300, True, True, FoldDecision.FOLD),
+        (0, True, True, FoldDecision.DROP),
+    ],
+)
 def test_a_chat_is_summarised_once_long_and_then_every_threshold_and_when_quiet(
-    uncovered: int, has_summary: bool, quiet: bool, expected: FoldDecision,
+    uncovered: int,
+    has_summary: bool,
+    quiet: bool,
+    expected: FoldDecision,
 ) -> None:
-    assert decide_fold(uncovered_tokens=uncovered, threshold_tokens=2000,
-                       has_summary=has_summary, chat_quiet=quiet) is expected
+    assert (
+        decide_fold(
+            uncovered_tokens=uncovered,
+            threshold_tokens=2000,
+            has_summary=has_summary,
+            chat_quiet=quiet,
+        )
+        is expected
+    )
 
 
 def test_summaries_switched_off_drop_the_texts() -> None:
-    assert decide_fold(uncovered_tokens=10_000, threshold_tokens=0, has_summary=True,
-                       chat_quiet=False) is FoldDecision.DROP
+    assert (
+        decide_fold(uncovered_tokens=10_000, threshold_tokens=0, has_summary=True, chat_quiet=False)
+        is FoldDecision.DROP
+    )
 
 
 def test_a_summary_answer_is_validated_and_cut_at_a_word() -> None:
-    assert parse_summary({"summary": "  Ana  plans a trip. "}, max_chars=100) == \
-        "Ana plans a trip."
-    assert parse_summary({"summary": "Ana plans a long trip to Peru"}, max_chars=20) == \
-        "Ana plans a long…"
+    assert parse_summary({"summary": "  Ana  plans a trip. "}, max_chars=100) == "Ana plans a trip."
+    assert (
+        parse_summary({"summary": "Ana plans a long trip to Peru"}, max_chars=20)
+        == "Ana plans a long…"
+    )
     for bad in ({"summary": ""}, {"text": "x"}, ["x"], None):
         with pytest.raises(ChatSummaryInvalid):
             parse_summary(bad, max_chars=100)
@@ -192,12 +239,17 @@ def test_the_summary_prompt_carries_the_previous_summary_and_only_new_messages()
     at = datetime(2026, 5, 8, tzinfo=UTC)
     messages = chat_summary.build_messages(
         previous="Ana is planning a trip to Peru.",
-        messages=[chat_summary.SummaryMessage("Ana", "We fly on June 3.", at),
-                  chat_summary.SummaryMessage("assistant", "Noted.", at)],
-        now=at, max_chars=800)
+        messages=[
+            chat_summary.SummaryMessage("Ana", "We fly on June 3.", at),
+            chat_summary.SummaryMessage("assistant", "Noted.", at),
+        ],
+        now=at,
+        max_chars=800,
+    )
     assert "At most 800 characters." in messages[0]["content"]
     assert messages[1]["content"] == (
         "Current date: 2026-05-08 (Friday)\n\n"
         "SUMMARY SO FAR:\n<chat_summary>Ana is planning a trip to Peru.</chat_summary>\n\n"
         "NEW MESSAGES (2):\n<new_messages>\n[2026-05-08] Ana: We fly on June 3.\n"
-        "[2026-05-08] assistant: Noted.\n</new_messages>")
+        "[2026-05-08] assistant: Noted.\n</new_messages>"
+    )

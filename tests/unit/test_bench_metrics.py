@@ -70,9 +70,14 @@ def test_ndcg_ideal_is_cut_at_k() -> None:
 def test_question_metrics_and_summary_report_percentages_per_category() -> None:
     first = question_metrics(RANKED, EVIDENCE, 3)
     assert first == {
-        "recall@1": 0.0, "recall@5": pytest.approx(2 / 3), "recall@10": pytest.approx(2 / 3),
-        "recall@25": pytest.approx(2 / 3), "recall@50": pytest.approx(2 / 3), "hit@10": 1.0,
-        "ndcg@10": pytest.approx(0.47762, abs=1e-5), "mrr": 0.5,
+        "recall@1": 0.0,
+        "recall@5": pytest.approx(2 / 3),
+        "recall@10": pytest.approx(2 / 3),
+        "recall@25": pytest.approx(2 / 3),
+        "recall@50": pytest.approx(2 / 3),
+        "hit@10": 1.0,
+        "ndcg@10": pytest.approx(0.47762, abs=1e-5),
+        "mrr": 0.5,
     }
     second = question_metrics([{"D1:1"}], ["D1:1"], 1)
     summary = summarize([{"category": 1, "metrics": first}, {"category": 4, "metrics": second}])
@@ -87,9 +92,23 @@ def test_question_metrics_and_summary_report_percentages_per_category() -> None:
 
 def test_tokenizer_lowercases_splits_on_non_alphanumerics_and_drops_stop_words() -> None:
     assert tokenize("Caroline: When did she go to the LGBTQ support group?") == [
-        "caroline", "did", "lgbtq", "support", "group"]
+        "caroline",
+        "did",
+        "lgbtq",
+        "support",
+        "group",
+    ]
     assert tokenize("It's 7:30 on 8-May-2023, e-mail me@x.org") == [
-        "s", "7", "30", "8", "2023", "e", "mail", "x", "org"]
+        "s",
+        "7",
+        "30",
+        "8",
+        "2023",
+        "e",
+        "mail",
+        "x",
+        "org",
+    ]
 
 
 def test_tokenizer_keeps_words_unstemmed_and_drops_non_ascii_letters() -> None:

@@ -68,7 +68,9 @@ def _outlet_body(chat_id: str, session_id: str | None = None) -> dict:
 
 SKIPPED_TURNS = [
     pytest.param(SAVED_ID, {"task": "title_generation"}, id="task"),
-    pytest.param(SAVED_ID, {"session_id": "automation:a-1", "automation_id": "a-1"}, id="automation"),
+    pytest.param(
+        SAVED_ID, {"session_id": "automation:a-1", "automation_id": "a-1"}, id="automation"
+    ),
     pytest.param(SAVED_ID, {"session_id": "subagent:x", "internal": True}, id="subagent"),
     pytest.param(SAVED_ID, {"session_id": "timer:x"}, id="timer"),
     pytest.param("", {"session_id": None}, id="api"),
@@ -175,4 +177,3 @@ async def test_a_turn_without_a_user_is_left_alone():
     assert result is body
     assert json.dumps(result, sort_keys=True) == before
     assert stub.requests == []
-

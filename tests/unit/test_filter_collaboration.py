@@ -56,7 +56,9 @@ async def test_private_folder_granted_only_to_its_owner(monkeypatch, asynchronou
     fake = FakeOpenWebUI(
         chats={CHAT_ID: {"user_id": "u-123", "folder_id": "f-1"}},
         folders={"f-1": {"user_id": "u-123", "parent_id": None}},
-        grants={"f-1": [{"principal_type": "user", "principal_id": "u-123", "permission": "write"}]},
+        grants={
+            "f-1": [{"principal_type": "user", "principal_id": "u-123", "permission": "write"}]
+        },
         asynchronous=asynchronous,
     )
     fake.install(monkeypatch)
@@ -88,7 +90,9 @@ async def test_a_grant_on_an_ancestor_folder_shares_the_chat(monkeypatch, asynch
             "f-mid": {"user_id": "u-123", "parent_id": "f-root"},
             "f-root": {"user_id": "u-123", "parent_id": None},
         },
-        grants={"f-root": [{"principal_type": "group", "principal_id": "g-1", "permission": "read"}]},
+        grants={
+            "f-root": [{"principal_type": "group", "principal_id": "g-1", "permission": "read"}]
+        },
         asynchronous=asynchronous,
     ).install(monkeypatch)
 
@@ -98,7 +102,9 @@ async def test_a_grant_on_an_ancestor_folder_shares_the_chat(monkeypatch, asynch
 async def test_a_grant_to_another_user_shares_the_folder(monkeypatch):
     FakeOpenWebUI(
         chats={CHAT_ID: {"user_id": "u-123", "folder_id": "f-1"}},
-        folders={"f-1": {"user_id": "u-123", "parent_id": None, "data": {"share_mode": "continue"}}},
+        folders={
+            "f-1": {"user_id": "u-123", "parent_id": None, "data": {"share_mode": "continue"}}
+        },
         grants={"f-1": [{"principal_type": "user", "principal_id": "u-bob", "permission": "read"}]},
     ).install(monkeypatch)
 
@@ -152,8 +158,9 @@ async def test_a_chat_shared_as_a_snapshot_stays_private(monkeypatch):
             id="grant lookup raises",
         ),
         pytest.param(
-            FakeOpenWebUI(chats={CHAT_ID: {"user_id": "u-123", "folder_id": None}},
-                          failing={"get_by_chat_id"}),
+            FakeOpenWebUI(
+                chats={CHAT_ID: {"user_id": "u-123", "folder_id": None}}, failing={"get_by_chat_id"}
+            ),
             (None, True, "lookup_failed"),
             id="share lookup raises",
         ),
@@ -188,8 +195,9 @@ async def test_open_webui_without_the_expected_tables_is_a_failed_lookup(monkeyp
 
 
 async def test_temporary_chats_take_the_folder_from_metadata_without_lookups(monkeypatch):
-    fake = FakeOpenWebUI(failing={"get_chat_by_id", "get_by_chat_id", "get_folder_by_id",
-                                  "get_grants_by_resource"})
+    fake = FakeOpenWebUI(
+        failing={"get_chat_by_id", "get_by_chat_id", "get_folder_by_id", "get_grants_by_resource"}
+    )
     fake.install(monkeypatch)
 
     chat = await _sent_chat("f-meta", chat_id="temporary:sid-1")

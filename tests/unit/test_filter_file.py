@@ -35,7 +35,12 @@ def test_frontmatter_carries_the_manifest_fields():
     manifest = _frontmatter(SOURCE)
 
     assert list(manifest) == [
-        "title", "author", "version", "required_open_webui_version", "description", "license",
+        "title",
+        "author",
+        "version",
+        "required_open_webui_version",
+        "description",
+        "license",
     ]
     assert manifest["title"] == "Memory Banks"
     assert manifest["version"] == "0.1.0"
@@ -66,8 +71,13 @@ def test_module_top_level_only_defines_things():
     body = tree.body
     assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
     allowed = (
-        ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef,
-        ast.Assign, ast.AnnAssign,
+        ast.Import,
+        ast.ImportFrom,
+        ast.ClassDef,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.Assign,
+        ast.AnnAssign,
     )
     assert [type(node).__name__ for node in body[1:] if not isinstance(node, allowed)] == []
 

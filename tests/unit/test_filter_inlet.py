@@ -79,28 +79,37 @@ async def test_sends_the_contract_request_for_a_saved_chat():
     }
 
 
-@pytest.mark.parametrize(("user_zone", "variables", "sent"), [
-    ("Europe/Berlin", {"{{CURRENT_TIMEZONE}}": "Asia/Tokyo"}, "Asia/Tokyo"),
-    ("Europe/Berlin", {}, "Europe/Berlin"),
-    (None, {"{{CURRENT_TIMEZONE}}": "America/New_York"}, "America/New_York"),
-    (None, {"{{CURRENT_TIMEZONE}}": 3}, None),
-    ("x" * 65, {}, None),
-])
+@pytest.mark.parametrize(
+    ("user_zone", "variables", "sent"),
+    [
+        ("Europe/Berlin", {"{{CURRENT_TIMEZONE}}": "Asia/Tokyo"}, "Asia/Tokyo"),
+        ("Europe/Berlin", {}, "Europe/Berlin"),
+        (None, {"{{CURRENT_TIMEZONE}}": "America/New_York"}, "America/New_York"),
+        (None, {"{{CURRENT_TIMEZONE}}": 3}, None),
+        ("x" * 65, {}, None),
+    ],
+)
 async def test_the_senders_time_zone_goes_with_the_chat(user_zone, variables, sent):
     """The request's browser zone first, else the account's (reminders are read in it)."""
     module = load_filter()
     user = {**ALICE, "timezone": user_zone}
     with MemoryServiceStub() as stub:
-        await _inlet(_filter(module, stub.url), _body(), user=user,
-                     metadata=_metadata(variables=variables))
+        await _inlet(
+            _filter(module, stub.url), _body(), user=user, metadata=_metadata(variables=variables)
+        )
     assert stub.requests[0].body["chat"].get("timezone") == sent
 
 
 async def test_a_reminder_notice_is_shown_as_a_status_line():
     module = load_filter()
     emitter = EventRecorder()
-    answer = {"block": "Reminders (…):\n- call the vet", "memories": [], "profile": None,
-              "status": "no relevant memories", "notice": "Reminder: call the vet"}
+    answer = {
+        "block": "Reminders (…):\n- call the vet",
+        "memories": [],
+        "profile": None,
+        "status": "no relevant memories",
+        "notice": "Reminder: call the vet",
+    }
     with MemoryServiceStub(responder=lambda request: StubReply(json=answer)) as stub:
         result = await _inlet(_filter(module, stub.url), _body(), emitter=emitter)
     assert result["messages"][0]["content"] == "You are helpful.\n\n" + answer["block"]
@@ -464,18 +473,24 @@ async def test_concurrent_inlets_for_two_users_each_get_their_own_block():
 
     def echo_user(request):
         user_id = request.body["chat"]["user_id"]
-        return StubReply(json={"block": f"memories of {user_id}", "memories": [{"id": user_id}]},
-                         delay_s=0.3)
+        return StubReply(
+            json={"block": f"memories of {user_id}", "memories": [{"id": user_id}]}, delay_s=0.3
+        )
 
     with MemoryServiceStub(echo_user) as stub:
         memory_filter = _filter(module, stub.url, inlet_timeout_s=3.0)
         alice_body, bob_body = _body(), _body()
         alice_events, bob_events = EventRecorder(), EventRecorder()
         alice, bob = await asyncio.gather(
-            _inlet(memory_filter, alice_body, user={"id": "u-alice", "name": "Alice"},
-                   emitter=alice_events),
-            _inlet(memory_filter, bob_body, user={"id": "u-bob", "name": "Bob"},
-                   emitter=bob_events),
+            _inlet(
+                memory_filter,
+                alice_body,
+                user={"id": "u-alice", "name": "Alice"},
+                emitter=alice_events,
+            ),
+            _inlet(
+                memory_filter, bob_body, user={"id": "u-bob", "name": "Bob"}, emitter=bob_events
+            ),
         )
 
     assert stub.max_in_flight == 2
@@ -496,4 +511,3 @@ async def test_metadata_is_read_from_the_body_when_not_passed():
 
     assert stub.requests[0].body["chat"]["chat_id"] == CHAT_ID
     assert stub.requests[0].body["chat"]["folder_id"] == "f-2"
-

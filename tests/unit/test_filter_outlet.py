@@ -28,10 +28,20 @@ def _saved_chat_body() -> dict:
         "filter_ids": [],
         "id": "a-2",
         "messages": [
-            {"id": "u-1", "role": "user", "content": "I have a cat called Tom.",
-             "timestamp": 1683554000, "info": {}},
-            {"id": "a-1", "role": "assistant", "content": "Nice! How old is Tom?",
-             "timestamp": 1683554001, "info": {}},
+            {
+                "id": "u-1",
+                "role": "user",
+                "content": "I have a cat called Tom.",
+                "timestamp": 1683554000,
+                "info": {},
+            },
+            {
+                "id": "a-1",
+                "role": "assistant",
+                "content": "Nice! How old is Tom?",
+                "timestamp": 1683554001,
+                "info": {},
+            },
             {
                 "id": "u-2",
                 "role": "user",
@@ -63,7 +73,9 @@ async def test_saved_chat_turn_is_handed_over_as_the_contract_says():
         before = json.dumps(body, sort_keys=True)
 
         result = await _filter(module, stub.url).outlet(
-            body, __user__=ALICE, __metadata__={"chat_id": CHAT_ID, "folder_id": "f-1"},
+            body,
+            __user__=ALICE,
+            __metadata__={"chat_id": CHAT_ID, "folder_id": "f-1"},
             __event_emitter__=emitter,
         )
 
@@ -147,8 +159,14 @@ async def test_channel_reply_without_message_ids_is_keyed_by_the_reply():
         "messages": [
             {"role": "system", "content": "Bob: hi\nAlice: hello"},
             {"role": "user", "content": "Alice: @model remember I moved to Oslo"},
-            {"id": "msg-77", "role": "assistant", "content": "Noted, Oslo it is.",
-             "output": [], "usage": {}, "finish_reason": "stop"},
+            {
+                "id": "msg-77",
+                "role": "assistant",
+                "content": "Noted, Oslo it is.",
+                "output": [],
+                "usage": {},
+                "finish_reason": "stop",
+            },
         ],
     }
     with MemoryServiceStub() as stub:
@@ -191,7 +209,9 @@ async def test_the_last_assistant_message_is_the_reply_when_the_id_does_not_matc
 
     sent = stub.requests[0].body
     assert (sent["user_message_id"], sent["user_message"], sent["assistant_message"]) == (
-        "u-2", "second", "two",
+        "u-2",
+        "second",
+        "two",
     )
     assert sent["occurred_at"] == "2023-05-08T13:56:00Z"
 
@@ -213,9 +233,14 @@ async def test_occurred_at_falls_back_to_the_metadata_user_message():
     [
         pytest.param([{"role": "assistant", "content": "hello"}], id="no user message"),
         pytest.param(
-            [{"id": "u-1", "role": "user",
-              "content": [{"type": "image_url", "image_url": {"url": "data:x"}}]},
-             {"id": "a-1", "role": "assistant", "content": "a picture"}],
+            [
+                {
+                    "id": "u-1",
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": "data:x"}}],
+                },
+                {"id": "a-1", "role": "assistant", "content": "a picture"},
+            ],
             id="image only",
         ),
         pytest.param([], id="empty"),
@@ -254,6 +279,7 @@ async def test_a_failed_hand_over_shows_a_status_and_keeps_the_body(failure):
             body, __user__=ALICE, __event_emitter__=emitter
         )
     else:
+
         def reply(request):
             if failure == "slow":
                 return StubReply(status=202, json={"status": "queued"}, delay_s=1.0)

@@ -14,8 +14,12 @@ from tests.support.filter_loader import load_filter
 
 # Open WebUI 0.12.4 instantiates the first of these classes a function file defines and
 # stores the function under that type (utils/plugin.py, load_function_module_by_id).
-OPEN_WEBUI_TYPES = (("Pipe", "pipe"), ("Filter", "filter"), ("Action", "action"),
-                    ("Event", "event"))
+OPEN_WEBUI_TYPES = (
+    ("Pipe", "pipe"),
+    ("Filter", "filter"),
+    ("Action", "action"),
+    ("Event", "event"),
+)
 
 
 def _open_webui_type(module: types.ModuleType) -> str:
@@ -31,15 +35,21 @@ def test_installer_reads_three_functions_named_by_their_frontmatter():
         "memory_events": ("Memory Events", "memory_events"),
     }
     assert sources["memory_events"].description.startswith(
-        "Companion of the Memory Banks filter. When a chat, a folder or a user account is deleted")
+        "Companion of the Memory Banks filter. When a chat, a folder or a user account is deleted"
+    )
 
 
 def test_installer_sources_load_as_the_function_types_open_webui_expects():
-    types_by_id = {fid: _open_webui_type(load_filter(openwebui.SOURCE_DIR / f"{fid}.py"))
-                   for fid in openwebui.read_sources()}
+    types_by_id = {
+        fid: _open_webui_type(load_filter(openwebui.SOURCE_DIR / f"{fid}.py"))
+        for fid in openwebui.read_sources()
+    }
 
-    assert types_by_id == {"memory_filter": "filter", "memory_commands": "pipe",
-                           "memory_events": "event"}
+    assert types_by_id == {
+        "memory_filter": "filter",
+        "memory_commands": "pipe",
+        "memory_events": "event",
+    }
 
 
 def test_installer_events_file_imports_only_what_open_webui_ships():
@@ -53,8 +63,7 @@ def test_installer_events_file_imports_only_what_open_webui_ships():
 
     assert source.splitlines()[0] == '"""'
     assert roots - set(sys.stdlib_module_names) <= {"pydantic", "httpx"}
-    assert vars(load_filter(openwebui.SOURCE_DIR / "memory_events.py").Event()).keys() == {
-        "valves"}
+    assert vars(load_filter(openwebui.SOURCE_DIR / "memory_events.py").Event()).keys() == {"valves"}
 
 
 def test_installer_names_a_missing_file_in_one_sentence(tmp_path: Path):

@@ -25,7 +25,7 @@ def _get(url: str, **kwargs) -> httpx.Response:
 
 def _sse_events(text: str) -> list[str]:
     """The `data:` payloads of a server-sent-events body, in order."""
-    return [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
 
 
 def test_base_url_is_loopback_with_v1(stub: LLMStub) -> None:
@@ -43,34 +43,45 @@ def test_models_lists_the_stub_model(stub: LLMStub) -> None:
 
 
 def test_non_streaming_answer_is_a_chat_completion_with_usage(stub: LLMStub) -> None:
-    response = _post(f"{stub.base_url}/chat/completions", json={
-        "model": "stub-model",
-        "messages": [{"role": "system", "content": "be brief"},
-                     {"role": "user", "content": [{"type": "text", "text": "hello there you"}]}],
-        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
-        "response_format": {"type": "json_object"},
-        "temperature": 0,
-    })
+    response = _post(
+        f"{stub.base_url}/chat/completions",
+        json={
+            "model": "stub-model",
+            "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": [{"type": "text", "text": "hello there you"}]},
+            ],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+            "response_format": {"type": "json_object"},
+            "temperature": 0,
+        },
+    )
     assert response.status_code == 200
     data = response.json()
     assert data["object"] == "chat.completion"
     assert data["id"].startswith("chatcmpl-")
     assert data["model"] == "stub-model"
-    assert data["choices"] == [{
-        "index": 0,
-        "message": {"role": "assistant", "content": DEFAULT_REPLY},
-        "logprobs": None,
-        "finish_reason": "stop",
-    }]
+    assert data["choices"] == [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": DEFAULT_REPLY},
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
+    ]
     assert data["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
 
 
 def test_streaming_answer_is_chunks_then_done(stub: LLMStub) -> None:
     stub.responder = lambda request: "streamed reply for " + request["messages"][-1]["content"]
-    response = _post(f"{stub.base_url}/chat/completions", json={
-        "model": "stub-model", "stream": True,
-        "messages": [{"role": "user", "content": "Ann"}],
-    })
+    response = _post(
+        f"{stub.base_url}/chat/completions",
+        json={
+            "model": "stub-model",
+            "stream": True,
+            "messages": [{"role": "user", "content": "Ann"}],
+        },
+    )
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/event-stream"
     events = _sse_events(response.text)
@@ -83,14 +94,22 @@ def test_streaming_answer_is_chunks_then_done(stub: LLMStub) -> None:
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
     assert text == "streamed reply for Ann"
     assert [c["choices"][0]["delta"]["content"] for c in chunks[1:-1]] == [
-        "streamed", " reply f", "or Ann"]
+        "streamed",
+        " reply f",
+        "or Ann",
+    ]
 
 
 def test_streaming_usage_chunk_when_asked(stub: LLMStub) -> None:
-    response = _post(f"{stub.base_url}/chat/completions", json={
-        "model": "m", "stream": True, "stream_options": {"include_usage": True},
-        "messages": [{"role": "user", "content": "one two"}],
-    })
+    response = _post(
+        f"{stub.base_url}/chat/completions",
+        json={
+            "model": "m",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "one two"}],
+        },
+    )
     chunks = [json.loads(e) for e in _sse_events(response.text)[:-1]]
     assert chunks[-1]["choices"] == []
     assert chunks[-1]["usage"] == {"prompt_tokens": 2, "completion_tokens": 2, "total_tokens": 4}
@@ -136,16 +155,23 @@ def test_a_failing_responder_answers_500(stub: LLMStub) -> None:
     stub.responder = broken
     response = _post(f"{stub.base_url}/chat/completions", json={"messages": []})
     assert response.status_code == 500
-    assert response.json() == {"error": {
-        "message": "the stub responder failed: RuntimeError('no answer')", "type": "stub_error"}}
+    assert response.json() == {
+        "error": {
+            "message": "the stub responder failed: RuntimeError('no answer')",
+            "type": "stub_error",
+        }
+    }
 
 
 def test_unknown_paths_and_bad_bodies_are_refused(stub: LLMStub) -> None:
     missing = _post(f"{stub.base_url}/embeddings", json={"input": "x"})
     assert missing.status_code == 404
     assert missing.json()["error"]["message"] == "no route for POST /v1/embeddings"
-    bad = _post(f"{stub.base_url}/chat/completions", content=b"not json",
-                     headers={"Content-Type": "application/json"})
+    bad = _post(
+        f"{stub.base_url}/chat/completions",
+        content=b"not json",
+        headers={"Content-Type": "application/json"},
+    )
     assert bad.status_code == 400
     assert bad.json()["error"]["message"] == "the request body is not a JSON object"
     assert stub.requests == [{"input": "x"}, {"_raw": "not json"}]

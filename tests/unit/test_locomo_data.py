@@ -27,8 +27,12 @@ SAMPLE = {
         "session_1": [
             {"speaker": "Bob", "dia_id": "D1:1", "text": "Hi Ann"},
             {"speaker": "Ann", "dia_id": "D1:2", "text": "Hi Bob"},
-            {"speaker": "Ann", "dia_id": "D1:3", "text": "Look",
-             "blip_caption": "a photo of a cat"},
+            {
+                "speaker": "Ann",
+                "dia_id": "D1:3",
+                "text": "Look",
+                "blip_caption": "a photo of a cat",
+            },
             {"speaker": "Bob", "dia_id": "D1:4", "text": "Nice"},
             {"speaker": "Bob", "dia_id": "D1:5", "text": "Really"},
             {"speaker": "Ann", "dia_id": "D1:6", "text": "Bye"},
@@ -65,7 +69,8 @@ KNOWN = {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5", "D1:6", "D2:1", "D10:1", "D10:2
 @pytest.fixture(scope="module")
 def samples() -> list[dict]:
     assert locomo.DEFAULT_DATA_PATH.exists(), (
-        f"LoCoMo data not found at {locomo.DEFAULT_DATA_PATH}: the tests read ../shared/")
+        f"LoCoMo data not found at {locomo.DEFAULT_DATA_PATH}: the tests read ../shared/"
+    )
     return locomo.load_conversations()
 
 
@@ -165,8 +170,10 @@ def test_replay_plan_groups_user_turns_with_the_following_reply() -> None:
     assert first.groups == (
         TurnGroup(
             session=1,
-            user_turns=(Turn("D1:2", 1, "Ann", "Hi Bob"),
-                        Turn("D1:3", 1, "Ann", "Look [shares a photo of a cat]")),
+            user_turns=(
+                Turn("D1:2", 1, "Ann", "Hi Bob"),
+                Turn("D1:3", 1, "Ann", "Look [shares a photo of a cat]"),
+            ),
             reply_turns=(Turn("D1:4", 1, "Bob", "Nice"), Turn("D1:5", 1, "Bob", "Really")),
         ),
         TurnGroup(session=1, user_turns=(Turn("D1:6", 1, "Ann", "Bye"),), reply_turns=()),
@@ -244,10 +251,14 @@ def test_each_fact_is_extracted_at_the_group_of_its_last_cited_turn() -> None:
     }
     # "Ann was greeted." cites only the opening turn, "Ann cites nothing real." nothing at all
     assert [f.text for f in plan.assigned_facts] == [
-        "Ann has a cat.", "Ann greets Bob.", "Ann spans sessions."]
+        "Ann has a cat.",
+        "Ann greets Bob.",
+        "Ann spans sessions.",
+    ]
     bob = locomo.build_replay_plan(SAMPLE, "Bob")
     assert {k: [f.text for f in v] for k, v in bob.facts_at.items()} == {
-        "D1:4": ["Bob says nice things."]}
+        "D1:4": ["Bob says nice things."]
+    }
 
 
 def test_every_real_fact_is_assigned_to_exactly_one_group(samples: list[dict]) -> None:
@@ -297,7 +308,14 @@ def test_real_questions_keep_their_fixed_evidence(samples: list[dict]) -> None:
     assert conv0[55].evidence == ("D14:5", "D8:6") and conv0[55].speaker == "Caroline"  # a tie
     conv4 = {q.index: q for q in locomo.load_qa(samples[4])}
     assert conv4[18].evidence == (
-        "D1:14", "D2:7", "D4:7", "D5:15", "D11:26", "D20:21", "D26:36")  # "D:11:26"
+        "D1:14",
+        "D2:7",
+        "D4:7",
+        "D5:15",
+        "D11:26",
+        "D20:21",
+        "D26:36",
+    )  # "D:11:26"
     conv6 = {q.index: q for q in locomo.load_qa(samples[6])}
     assert conv6[38].evidence == ("D18:1", "D18:7")  # D4:36 does not exist
     speakers = [q.speaker for q in locomo.load_qa(samples[0])]
@@ -308,10 +326,14 @@ def test_real_questions_keep_their_fixed_evidence(samples: list[dict]) -> None:
 
 
 def _extraction_request(name: str, message: str) -> dict:
-    prompt = (f"Current date: 2023-05-08 (Monday)\n<user_name>{name}</user_name>\n\n"
-              f"NEW USER MESSAGE:\n<new_user_message>{message}</new_user_message>\n")
-    return {"model": "stub-model", "messages": [{"role": "system", "content": "rules"},
-                                                {"role": "user", "content": prompt}]}
+    prompt = (
+        f"Current date: 2023-05-08 (Monday)\n<user_name>{name}</user_name>\n\n"
+        f"NEW USER MESSAGE:\n<new_user_message>{message}</new_user_message>\n"
+    )
+    return {
+        "model": "stub-model",
+        "messages": [{"role": "system", "content": "rules"}, {"role": "user", "content": prompt}],
+    }
 
 
 def test_responder_answers_the_facts_due_at_the_turn() -> None:
@@ -319,22 +341,41 @@ def test_responder_answers_the_facts_due_at_the_turn() -> None:
 
     responder = LocomoResponder(locomo.build_replay_plan(SAMPLE, s) for s in ("Ann", "Bob"))
     answer = responder(_extraction_request("Ann", "Hi Bob\nLook [shares a photo of a cat]"))
-    assert json.loads(answer) == {"operations": [
-        {"op": "NEW", "content": "Ann has a cat.", "tags": [], "bank": "personal",
-         "confidence": 0.9},
-        {"op": "NEW", "content": "Ann greets Bob.", "tags": [], "bank": "personal",
-         "confidence": 0.9},
-    ]}
+    assert json.loads(answer) == {
+        "operations": [
+            {
+                "op": "NEW",
+                "content": "Ann has a cat.",
+                "tags": [],
+                "bank": "personal",
+                "confidence": 0.9,
+            },
+            {
+                "op": "NEW",
+                "content": "Ann greets Bob.",
+                "tags": [],
+                "bank": "personal",
+                "confidence": 0.9,
+            },
+        ]
+    }
     assert json.loads(responder(_extraction_request("Ann", "  Bye "))) == {"operations": []}
     assert json.loads(responder(_extraction_request("Ann", "never said"))) == {"operations": []}
     # a repair request: the extraction prompt is no longer the last message
     repair = _extraction_request("Bob", "Nice\nReally")
-    repair["messages"] += [{"role": "assistant", "content": "oops"},
-                           {"role": "user", "content": "Answer again with only JSON."}]
+    repair["messages"] += [
+        {"role": "assistant", "content": "oops"},
+        {"role": "user", "content": "Answer again with only JSON."},
+    ]
     assert json.loads(responder(repair))["operations"][0]["content"] == "Bob says nice things."
     assert responder({"messages": [{"role": "user", "content": "hello"}]}) == "Okay."
-    assert dict(responder.counts) == {"extraction": 4, "extraction_messages": 4, "facts_sent": 3,
-                                      "unmatched": 1, "other": 1}
+    assert dict(responder.counts) == {
+        "extraction": 4,
+        "extraction_messages": 4,
+        "facts_sent": 3,
+        "unmatched": 1,
+        "other": 1,
+    }
     assert responder.unmatched == ["never said"]
 
 
@@ -342,24 +383,36 @@ def test_responder_answers_a_batch_message_by_message_and_summary_requests() -> 
     from bench.replay_locomo import LocomoResponder
 
     responder = LocomoResponder(locomo.build_replay_plan(SAMPLE, s) for s in ("Ann", "Bob"))
-    prompt = ("Current date: 2024-02-03 (Saturday)\n<user_name>Ann</user_name>\n\n"
-              "NEW USER MESSAGES (2):\n"
-              "[u1] 2023-05-08 (Monday)\n<new_user_message>Hi Bob\nLook [shares a photo of a "
-              "cat]</new_user_message>\nASSISTANT REPLY (context only, never a fact about the "
-              "user):\n<assistant_reply>Nice</assistant_reply>\n\n"
-              "[u2] 2024-02-03 (Saturday)\n<new_user_message>Later</new_user_message>\n"
-              "ASSISTANT REPLY (context only, never a fact about the user):\n"
-              "<assistant_reply>Yes</assistant_reply>")
+    prompt = (
+        "Current date: 2024-02-03 (Saturday)\n<user_name>Ann</user_name>\n\n"
+        "NEW USER MESSAGES (2):\n"
+        "[u1] 2023-05-08 (Monday)\n<new_user_message>Hi Bob\nLook [shares a photo of a "
+        "cat]</new_user_message>\nASSISTANT REPLY (context only, never a fact about the "
+        "user):\n<assistant_reply>Nice</assistant_reply>\n\n"
+        "[u2] 2024-02-03 (Saturday)\n<new_user_message>Later</new_user_message>\n"
+        "ASSISTANT REPLY (context only, never a fact about the user):\n"
+        "<assistant_reply>Yes</assistant_reply>"
+    )
     answer = json.loads(responder({"messages": [{"role": "user", "content": prompt}]}))
     assert [(op["message"], op["content"]) for op in answer["operations"]] == [
-        ("u1", "Ann has a cat."), ("u1", "Ann greets Bob."), ("u2", "Ann spans sessions.")]
-    summary = ("Current date: 2024-02-03 (Saturday)\n\nSUMMARY SO FAR:\n"
-               "<chat_summary>Ann: Hi Bob</chat_summary>\n\nNEW MESSAGES (2):\n<new_messages>\n"
-               "[2024-02-03] Ann: Later\n[2024-02-03] assistant: Yes\n</new_messages>")
+        ("u1", "Ann has a cat."),
+        ("u1", "Ann greets Bob."),
+        ("u2", "Ann spans sessions."),
+    ]
+    summary = (
+        "Current date: 2024-02-03 (Saturday)\n\nSUMMARY SO FAR:\n"
+        "<chat_summary>Ann: Hi Bob</chat_summary>\n\nNEW MESSAGES (2):\n<new_messages>\n"
+        "[2024-02-03] Ann: Later\n[2024-02-03] assistant: Yes\n</new_messages>"
+    )
     assert json.loads(responder({"messages": [{"role": "user", "content": summary}]})) == {
-        "summary": "Ann: Hi Bob | Ann: Later"}
-    assert dict(responder.counts) == {"extraction": 1, "extraction_messages": 2, "facts_sent": 3,
-                                      "summary": 1}
+        "summary": "Ann: Hi Bob | Ann: Later"
+    }
+    assert dict(responder.counts) == {
+        "extraction": 1,
+        "extraction_messages": 2,
+        "facts_sent": 3,
+        "summary": 1,
+    }
 
 
 def test_a_question_is_a_hit_only_with_a_relevant_fact_verbatim() -> None:
@@ -368,15 +421,26 @@ def test_a_question_is_a_hit_only_with_a_relevant_fact_verbatim() -> None:
     plan = locomo.build_replay_plan(SAMPLE, "Ann")
     question = locomo.load_qa(SAMPLE)[2]  # q5: evidence D10:1, D10:2, D1:6
     hit = score_question(question, plan, "I recall:\n- [2024-02-03] Ann spans sessions.", 12.345)
-    assert hit == {"index": 5, "category": 4, "speaker": "Ann",
-                   "evidence": ["D10:1", "D10:2", "D1:6"], "hit": True,
-                   "fact_available": True, "injected_chars": 44, "latency_ms": 12.35}
+    assert hit == {
+        "index": 5,
+        "category": 4,
+        "speaker": "Ann",
+        "evidence": ["D10:1", "D10:2", "D1:6"],
+        "hit": True,
+        "fact_available": True,
+        "injected_chars": 44,
+        "latency_ms": 12.35,
+    }
     # a fact that is present but cites other turns does not count
     miss = score_question(question, plan, "- Ann has a cat.", 1.0)
     assert (miss["hit"], miss["fact_available"]) == (False, True)
     summary = summarize_answers([hit, miss])
-    assert summary["overall"] == {"n": 2, "hits": 1, "hit_share": 0.5,
-                                  "fact_available_share": 1.0}
-    assert summary["by_category"]["4"] == {"name": "single-hop", "n": 2, "hits": 1,
-                                           "hit_share": 0.5, "fact_available_share": 1.0}
+    assert summary["overall"] == {"n": 2, "hits": 1, "hit_share": 0.5, "fact_available_share": 1.0}
+    assert summary["by_category"]["4"] == {
+        "name": "single-hop",
+        "n": 2,
+        "hits": 1,
+        "hit_share": 0.5,
+        "fact_available_share": 1.0,
+    }
     assert summary["by_category"]["1"]["n"] == 0

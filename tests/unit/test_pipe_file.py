@@ -29,4 +29,5 @@ async def test_pipe_returns_the_stashed_text_verbatim() -> None:
     text = "**Memories** (1):\n\n- `k7m2qa` Personal · 2026-11-30 · I keep bees"
     assert await pipe.pipe({}, __metadata__={"memory_command": {"text": text}}) == text
     assert await pipe.pipe({}, __metadata__=None) == (
-        "This model only answers /memory commands typed in a chat.")
+        "This model only answers /memory commands typed in a chat."
+    )

@@ -66,27 +66,40 @@ async def list_turns(
     """Turns with a status (default `failed`), newest first: ids, sender, error, whether a
     retry can run. Message texts are never listed."""
     items, total = await admin.list_turns(rt, status=status_, limit=limit, offset=offset)
-    return TurnList(total=total, items=[
-        TurnListItem(id=t.id, chat_id=t.chat_id, user_message_id=t.user_message_id,
-                     user_id=t.user_id, status=t.status, error=t.error,
-                     memories_written=t.memories_written, created_at=t.created_at,
-                     finished_at=t.finished_at,
-                     retryable=t.status is TurnStatus.FAILED and t.has_texts)
-        for t in items])
+    return TurnList(
+        total=total,
+        items=[
+            TurnListItem(
+                id=t.id,
+                chat_id=t.chat_id,
+                user_message_id=t.user_message_id,
+                user_id=t.user_id,
+                status=t.status,
+                error=t.error,
+                memories_written=t.memories_written,
+                created_at=t.created_at,
+                finished_at=t.finished_at,
+                retryable=t.status is TurnStatus.FAILED and t.has_texts,
+            )
+            for t in items
+        ],
+    )
 
 
 _RETRY_ERRORS: dict[RequeueResult, tuple[int, str]] = {
     RequeueResult.NOT_FOUND: (404, "no turn with this id"),
     RequeueResult.NOT_FAILED: (409, "this turn has not failed; there is nothing to retry"),
-    RequeueResult.NO_TEXTS: (409, "this turn's message texts were erased when it failed; "
-                                  "there is nothing left to extract"),
+    RequeueResult.NO_TEXTS: (
+        409,
+        "this turn's message texts were erased when it failed; there is nothing left to extract",
+    ),
 }
 
 
-@router.post("/turns/{turn_id}/retry", response_model=RetryAnswer,
-             status_code=status.HTTP_202_ACCEPTED)
-async def retry_turn(rt: RuntimeDep,
-                     turn_id: int = Path(ge=1, le=MAX_TURN_ID)) -> RetryAnswer:
+@router.post(
+    "/turns/{turn_id}/retry", response_model=RetryAnswer, status_code=status.HTTP_202_ACCEPTED
+)
+async def retry_turn(rt: RuntimeDep, turn_id: int = Path(ge=1, le=MAX_TURN_ID)) -> RetryAnswer:
     """Queue a failed turn's extraction again; it runs once, as a fresh turn would.
 
     `404` for an unknown id; `409` when the turn has not failed or its texts are gone."""
@@ -109,8 +122,10 @@ def _registry(request: Request) -> tuple[observability.ScrapeState, Any]:
     if found is None:
         app = request.app
         state = observability.ScrapeState()
-        found = (state, observability.build_registry(
-            state, lambda: getattr(app.state, "runtime", None)))
+        found = (
+            state,
+            observability.build_registry(state, lambda: getattr(app.state, "runtime", None)),
+        )
         app.state.metrics = found
     return found  # type: ignore[no-any-return]
 

@@ -29,14 +29,27 @@ async def post_context(body: ContextRequest, rt: RuntimeDep) -> ContextResponse:
     In a private chat the sender's due reminders are added in a "Reminders" section, once
     each, and a "remind me …" in the message is set (or answered with why not).
     """
-    result = await context.build_context(rt, chat=body.chat.to_record(), message=body.message,
-                                         budget_tokens=body.budget_tokens, now=body.now,
-                                         message_id=body.user_message_id)
+    result = await context.build_context(
+        rt,
+        chat=body.chat.to_record(),
+        message=body.message,
+        budget_tokens=body.budget_tokens,
+        now=body.now,
+        message_id=body.user_message_id,
+    )
     return ContextResponse(
         block=result.block,
-        memories=[ContextMemory(id=r.memory.id, bank=r.memory.bank, content=r.memory.content,
-                                similarity=round(r.similarity, 4), score=round(r.score, 4),
-                                created_at=r.memory.created_at) for r in result.items],
+        memories=[
+            ContextMemory(
+                id=r.memory.id,
+                bank=r.memory.bank,
+                content=r.memory.content,
+                similarity=round(r.similarity, 4),
+                score=round(r.score, 4),
+                created_at=r.memory.created_at,
+            )
+            for r in result.items
+        ],
         profile=result.profile,
         status=result.status,
         reminders=[ReminderRead.from_record(r) for r in result.reminders],
@@ -52,9 +65,14 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
     answers `duplicate` and is never extracted twice.
     """
     state, detail = await turns.accept_turn(
-        rt, chat=body.chat.to_record(), user_message_id=body.user_message_id,
-        user_message=body.user_message, assistant_message=body.assistant_message,
-        history=[(m.role, m.content) for m in body.history], occurred_at=body.occurred_at)
+        rt,
+        chat=body.chat.to_record(),
+        user_message_id=body.user_message_id,
+        user_message=body.user_message,
+        assistant_message=body.assistant_message,
+        history=[(m.role, m.content) for m in body.history],
+        occurred_at=body.occurred_at,
+    )
     notice = None
     if state == "queued" and not rt.llm.configured:
         notice = "Memory: this turn is saved, but learning from it waits until an LLM is set up"
@@ -67,6 +85,7 @@ async def post_command(body: CommandRequest, rt: RuntimeDep) -> CommandResponse:
 
     No LLM is used. Unknown commands and wrong ids get a helpful `text`, not an error.
     """
-    name, text = await commands.run_command(rt, chat=body.chat.to_record(),
-                                            command_text=body.command, now=body.now)
+    name, text = await commands.run_command(
+        rt, chat=body.chat.to_record(), command_text=body.command, now=body.now
+    )
     return CommandResponse(command=name, text=text)

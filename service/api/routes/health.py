@@ -26,13 +26,17 @@ async def readyz(request: Request) -> JSONResponse:
     runtime = getattr(request.app.state, "runtime", None)
     if runtime is None:
         return JSONResponse(status_code=503, content={"status": "starting"})
-    body: dict[str, Any] = {"status": "ready", "embedding_model": runtime.encoder.model_name,
-                            "llm": "configured" if runtime.llm.configured else "not configured"}
+    body: dict[str, Any] = {
+        "status": "ready",
+        "embedding_model": runtime.encoder.model_name,
+        "llm": "configured" if runtime.llm.configured else "not configured",
+    }
     try:
         await runtime.db.ping()
     except Exception as exc:
-        return JSONResponse(status_code=503, content={"status": "database unavailable",
-                                                      "detail": str(exc)})
+        return JSONResponse(
+            status_code=503, content={"status": "database unavailable", "detail": str(exc)}
+        )
     return JSONResponse(status_code=200, content=body)
 
 

@@ -20,42 +20,58 @@ UserId = Path(min_length=1, max_length=255, description="Open WebUI user id")
 
 @router.get("", response_model=MemoryList)
 async def list_memories(
-    rt: RuntimeDep, user_id: str = UserId, bank: Bank | None = None,
+    rt: RuntimeDep,
+    user_id: str = UserId,
+    bank: Bank | None = None,
     folder_id: str | None = Query(default=None, max_length=255),
-    limit: int = Query(default=50, ge=1, le=200), offset: int = Query(default=0, ge=0),
+    limit: int = Query(default=50, ge=1, le=200),
+    offset: int = Query(default=0, ge=0),
 ) -> MemoryList:
     """The user's active memories, newest first (plus a folder's Project Memory if given)."""
-    items, total = await memories.list_for_user(rt, user_id=user_id, bank=bank,
-                                                folder_id=folder_id, limit=limit, offset=offset)
+    items, total = await memories.list_for_user(
+        rt, user_id=user_id, bank=bank, folder_id=folder_id, limit=limit, offset=offset
+    )
     return MemoryList(items=[MemoryRead.from_record(m) for m in items], total=total)
 
 
 @router.post("", response_model=MemoryRead, status_code=status.HTTP_201_CREATED)
 async def add_memory(body: MemoryCreate, rt: RuntimeDep, user_id: str = UserId) -> MemoryRead:
     """Add a memory written by the user (Project Memory needs `folder_id`)."""
-    memory = await memories.add_for_user(rt, user_id=user_id, content=body.content, bank=body.bank,
-                                         tags=body.tags, folder_id=body.folder_id)
+    memory = await memories.add_for_user(
+        rt,
+        user_id=user_id,
+        content=body.content,
+        bank=body.bank,
+        tags=body.tags,
+        folder_id=body.folder_id,
+    )
     return MemoryRead.from_record(memory)
 
 
 @router.get("/search", response_model=MemoryList)
 async def search_memories(
-    rt: RuntimeDep, user_id: str = UserId,
-    q: str = Query(min_length=1, max_length=4_000,
-                   description="keywords; `;` separates phrases, e.g. `cargo bike; Sam`"),
+    rt: RuntimeDep,
+    user_id: str = UserId,
+    q: str = Query(
+        min_length=1,
+        max_length=4_000,
+        description="keywords; `;` separates phrases, e.g. `cargo bike; Sam`",
+    ),
     folder_id: str | None = Query(default=None, max_length=255),
     limit: int = Query(default=20, ge=1, le=200),
 ) -> MemoryList:
     """Keyword search: each `;`-separated phrase (at most 60) matched as a phrase, any of them,
     most relevant first. Any characters are allowed."""
     found = await memories.keyword_search(
-        rt, scope=memories.owned_scope(user_id, folder_id=folder_id), text=q, limit=limit)
+        rt, scope=memories.owned_scope(user_id, folder_id=folder_id), text=q, limit=limit
+    )
     return MemoryList(items=[MemoryRead.from_record(m) for m in found], total=len(found))
 
 
 @router.get("/export")
 async def export_memories(
-    rt: RuntimeDep, user_id: str = UserId,
+    rt: RuntimeDep,
+    user_id: str = UserId,
     folder_id: str | None = Query(default=None, max_length=255),
 ) -> list[dict[str, object]]:
     """Every memory of the user that still has content (active, superseded, archived), as
@@ -65,27 +81,46 @@ async def export_memories(
 
 
 @router.get("/{memory_id}", response_model=MemoryRead)
-async def get_memory(memory_id: uuid.UUID, rt: RuntimeDep, user_id: str = UserId,
-                     folder_id: str | None = Query(default=None, max_length=255)) -> MemoryRead:
+async def get_memory(
+    memory_id: uuid.UUID,
+    rt: RuntimeDep,
+    user_id: str = UserId,
+    folder_id: str | None = Query(default=None, max_length=255),
+) -> MemoryRead:
     """One active memory of the user; 404 when it is not theirs or was forgotten."""
     return MemoryRead.from_record(
-        await memories.get_for_user(rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id))
+        await memories.get_for_user(rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id)
+    )
 
 
 @router.patch("/{memory_id}", response_model=MemoryRead)
-async def edit_memory(memory_id: uuid.UUID, body: MemoryUpdate, rt: RuntimeDep,
-                      user_id: str = UserId,
-                      folder_id: str | None = Query(default=None, max_length=255)) -> MemoryRead:
+async def edit_memory(
+    memory_id: uuid.UUID,
+    body: MemoryUpdate,
+    rt: RuntimeDep,
+    user_id: str = UserId,
+    folder_id: str | None = Query(default=None, max_length=255),
+) -> MemoryRead:
     """Change a memory's text, bank or tags; the change is audited."""
-    memory = await memories.edit_for_user(rt, user_id=user_id, memory_id=memory_id,
-                                          content=body.content, bank=body.bank, tags=body.tags,
-                                          folder_id=folder_id)
+    memory = await memories.edit_for_user(
+        rt,
+        user_id=user_id,
+        memory_id=memory_id,
+        content=body.content,
+        bank=body.bank,
+        tags=body.tags,
+        folder_id=folder_id,
+    )
     return MemoryRead.from_record(memory)
 
 
 @router.delete("/{memory_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def forget_memory(memory_id: uuid.UUID, rt: RuntimeDep, user_id: str = UserId,
-                        folder_id: str | None = Query(default=None, max_length=255)) -> Response:
+async def forget_memory(
+    memory_id: uuid.UUID,
+    rt: RuntimeDep,
+    user_id: str = UserId,
+    folder_id: str | None = Query(default=None, max_length=255),
+) -> Response:
     """Forget a memory everywhere; only a content-free tombstone stays."""
     await memories.forget_for_user(rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -93,19 +128,26 @@ async def forget_memory(memory_id: uuid.UUID, rt: RuntimeDep, user_id: str = Use
 
 @chats.delete("/chats/{chat_id}/memories")
 async def forget_chat_memories(
-    rt: RuntimeDep, chat_id: str = Path(min_length=1, max_length=255),
+    rt: RuntimeDep,
+    chat_id: str = Path(min_length=1, max_length=255),
 ) -> dict[str, int]:
     """A chat was deleted in Open WebUI: forget its Chat Memory (the Memory Events function
     calls this on `chat.deleted`)."""
-    return {"forgotten": await memories.forget_chat(rt, chat_ids=[chat_id],
-                                                    actor="openwebui:chat.deleted")}
+    return {
+        "forgotten": await memories.forget_chat(
+            rt, chat_ids=[chat_id], actor="openwebui:chat.deleted"
+        )
+    }
 
 
 @chats.delete("/users/{user_id}/chat-memories")
 async def forget_all_chat_memories(rt: RuntimeDep, user_id: str = UserId) -> dict[str, int]:
     """All of a user's chats were deleted: forget the Chat Memory of each."""
-    return {"forgotten": await memories.forget_chats_of_user(
-        rt, user_id=user_id, actor="openwebui:chat.deleted_all")}
+    return {
+        "forgotten": await memories.forget_chats_of_user(
+            rt, user_id=user_id, actor="openwebui:chat.deleted_all"
+        )
+    }
 
 
 @chats.delete("/users/{user_id}/memories")
@@ -113,17 +155,24 @@ async def forget_user_memories(rt: RuntimeDep, user_id: str = UserId) -> dict[st
     """A user account was deleted: forget their Personal, Interaction Patterns and Chat
     Memory, profile and settings (the Memory Events function calls this on `user.deleted`).
     Project Memory belongs to its folder and stays."""
-    return {"forgotten": await memories.forget_user(rt, user_id=user_id,
-                                                    actor="openwebui:user.deleted")}
+    return {
+        "forgotten": await memories.forget_user(rt, user_id=user_id, actor="openwebui:user.deleted")
+    }
 
 
 @chats.delete("/folders/{folder_id}/memories")
 async def forget_folder_memories(
-    rt: RuntimeDep, folder_id: str = Path(min_length=1, max_length=255),
-    with_chats: bool = Query(default=False, description=(
-        "The folder's chats were deleted with it: forget their Chat Memory too.")),
+    rt: RuntimeDep,
+    folder_id: str = Path(min_length=1, max_length=255),
+    with_chats: bool = Query(
+        default=False,
+        description=("The folder's chats were deleted with it: forget their Chat Memory too."),
+    ),
 ) -> dict[str, int]:
     """A folder was deleted in Open WebUI: forget its Project Memory (the Memory Events
     function calls this on `folder.deleted`, once per folder of the deleted subtree)."""
-    return {"forgotten": await memories.forget_folders(
-        rt, folder_ids=[folder_id], with_chats=with_chats, actor="openwebui:folder.deleted")}
+    return {
+        "forgotten": await memories.forget_folders(
+            rt, folder_ids=[folder_id], with_chats=with_chats, actor="openwebui:folder.deleted"
+        )
+    }

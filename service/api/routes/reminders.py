@@ -19,7 +19,9 @@ ReminderId = Path(min_length=1, max_length=32, description="reminder id, e.g. `r
 
 @router.get("", response_model=ReminderList)
 async def list_reminders(
-    rt: RuntimeDep, user_id: str = UserId, state: Literal["pending", "fired"] | None = None,
+    rt: RuntimeDep,
+    user_id: str = UserId,
+    state: Literal["pending", "fired"] | None = None,
 ) -> ReminderList:
     """The user's reminders that are not cancelled: pending ones and those already shown
     (`state` keeps one of the two), oldest first."""
@@ -33,23 +35,31 @@ async def list_reminders(
 async def add_reminder(body: ReminderCreate, rt: RuntimeDep, user_id: str = UserId) -> ReminderRead:
     """Set a reminder, due at `due_at` or when a later message of the user's private chats is
     close to `cue`. (In a chat, users just ask: "remind me on Friday to call the vet".)"""
-    reminder = await reminders.create_for_user(rt, user_id=user_id, content=body.content,
-                                               due_at=body.due_at, cue=body.cue,
-                                               timezone=body.timezone)
+    reminder = await reminders.create_for_user(
+        rt,
+        user_id=user_id,
+        content=body.content,
+        due_at=body.due_at,
+        cue=body.cue,
+        timezone=body.timezone,
+    )
     return ReminderRead.from_record(reminder)
 
 
 @router.get("/{reminder_id}", response_model=ReminderRead)
-async def get_reminder(rt: RuntimeDep, user_id: str = UserId,
-                       reminder_id: str = ReminderId) -> ReminderRead:
+async def get_reminder(
+    rt: RuntimeDep, user_id: str = UserId, reminder_id: str = ReminderId
+) -> ReminderRead:
     """One reminder of the user; 404 when it is not theirs or was cancelled."""
     return ReminderRead.from_record(
-        await reminders.get_for_user(rt, user_id=user_id, code=reminder_id))
+        await reminders.get_for_user(rt, user_id=user_id, code=reminder_id)
+    )
 
 
 @router.delete("/{reminder_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def cancel_reminder(rt: RuntimeDep, user_id: str = UserId,
-                          reminder_id: str = ReminderId) -> Response:
+async def cancel_reminder(
+    rt: RuntimeDep, user_id: str = UserId, reminder_id: str = ReminderId
+) -> Response:
     """Cancel a reminder: its text is removed and it never fires; 404 when not the user's."""
     await reminders.cancel_for_user(rt, user_id=user_id, code=reminder_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
