@@ -8,7 +8,7 @@ TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install run test test-unit replay bench clean lint
+.PHONY: install run test test-unit replay bench clean lint typecheck
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ LINT_PATHS := service filter tests bench migrations
 lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+
+typecheck: $(STAMP) ## mypy --strict over service/ and the three filter files (config in pyproject.toml)
+	$(BIN)/mypy
 
 test-unit: $(STAMP) ## pure tests only (no database, network or model)
 	$(BIN)/python -m pytest tests/unit

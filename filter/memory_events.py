@@ -49,9 +49,9 @@ class Event:
         `{"event": "chat.deleted", "subject": {"type": "chat", "id": <chat id>}, ...}` and
         `{"event": "chat.deleted_all", "subject": {"type": "user", "id": <user id>}, ...}`.
         """
-        payload = event if isinstance(event, dict) else {}
+        payload: dict[str, Any] = event if isinstance(event, dict) else {}
         name = __event_name__ or payload.get("event")
-        subject = payload.get("subject") if isinstance(payload.get("subject"), dict) else {}
+        subject = _dict(payload.get("subject"))
         subject_id = subject.get("id")
         if not isinstance(subject_id, str) or not subject_id:
             return
@@ -61,7 +61,7 @@ class Event:
             elif name == "chat.deleted_all" and subject.get("type") == "user":
                 await _delete(self.valves, f"/v1/users/{quote(subject_id, safe='')}/chat-memories")
             elif name == "folder.deleted":
-                data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+                data = _dict(payload.get("data"))
                 ids = data.get("folder_ids") or [subject_id]
                 with_chats = "true" if data.get("delete_contents") else "false"
                 for folder_id in [i for i in ids if isinstance(i, str) and i]:
@@ -73,6 +73,11 @@ class Event:
                 await _delete(self.valves, f"/v1/users/{quote(subject_id, safe='')}/memories")
         except Exception as exc:  # an event handler must never break Open WebUI
             log.warning("memory service did not take %s: %r", name, exc)
+
+
+def _dict(value: object) -> dict[str, Any]:
+    """`value` when the event gave an object there, else an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 async def _delete(valves: Event.Valves, path: str) -> None:

@@ -75,7 +75,8 @@ INLET_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.
 EXTRACTION_OUTCOMES = ("written", "nothing_new", "already_done", "invalid_output", "gave_up")
 """The only values of the `outcome` label."""
 
-disable_created_metrics()  # no `*_created` series: a scrape shows values, not start times
+# no `*_created` series: a scrape shows values, not start times (unannotated in prometheus_client)
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 INLET_LATENCY = Histogram(
     "inlet_latency_seconds",

@@ -45,19 +45,23 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         observability.configure_logging(settings.log_format)
         server: Any = None
-        url = settings.database_url
-        if not url:
+        if settings.database_url:
+            url = settings.database_url
+        else:
             url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
         await asyncio.to_thread(migrate.upgrade, url)
         db = Database.connect(url, server_settings=settings.server_settings())
         own_encoder = encoder is None
-        enc = encoder or await asyncio.to_thread(
-            Encoder,
-            settings.embedding_model_path,
-            threads=settings.embedding_threads,
-            backend=settings.embedding_backend,
-            onnx_dir=settings.state_dir / "models",
-        )
+        if encoder is None:
+            enc = await asyncio.to_thread(
+                Encoder,
+                settings.embedding_model_path,
+                threads=settings.embedding_threads,
+                backend=settings.embedding_backend,
+                onnx_dir=settings.state_dir / "models",
+            )
+        else:
+            enc = encoder
         llm = LLMClient(
             base_url=settings.llm_base_url,
             model=settings.llm_model,

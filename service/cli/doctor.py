@@ -210,8 +210,8 @@ async def _check_llm(settings: Settings, timeout_s: float) -> list[Verdict]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     verdicts: list[Verdict] = []
     try:
-        async with httpx.AsyncClient(timeout=timeout_s, headers=headers, trust_env=False) as client:
-            response = await client.get(f"{base}/models")
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers, trust_env=False) as http:
+            response = await http.get(f"{base}/models")
         if response.status_code in (401, 403):
             return [
                 Verdict(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 
 import typer
 
@@ -107,4 +106,4 @@ def main() -> None:  # pragma: no cover
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

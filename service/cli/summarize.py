@@ -109,7 +109,7 @@ def restore(
         typer.echo(f"restored pruned memory {memory_id}")
     for memory in result.restored:
         text = f"  {_preview(memory.content)}" if show_text else ""
-        typer.echo(f"  #{memory.seq} {memory.id} ({memory.bank.title}){text}")
+        typer.echo(f"  #{memory.seq} {memory.id} ({memory.bank.label}){text}")
     typer.echo("restored memories are pinned: the summarizer will not merge or prune them again")
 
 
@@ -165,8 +165,9 @@ async def _runtime(settings: Settings, *, encoder: bool) -> AsyncIterator[Runtim
     from service.storage.db import Database, libpq_url, start_embedded
 
     server: Any = None
-    url = settings.database_url
-    if not url:
+    if settings.database_url:
+        url = settings.database_url
+    else:
         url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
     try:
         if not await asyncio.to_thread(migrate.is_at_head, url):
@@ -194,8 +195,9 @@ async def _runtime(settings: Settings, *, encoder: bool) -> AsyncIterator[Runtim
             yield Runtime(
                 settings=settings,
                 db=db,
-                encoder=enc,
-                llm=llm,  # type: ignore[arg-type]
+                # no encoder for dry runs and restores: they never embed
+                encoder=enc,  # type: ignore[arg-type]
+                llm=llm,
                 jobs=build_job_app(libpq_url(url)),
             )
         finally:
@@ -232,7 +234,7 @@ def _print_result(result: OwnerResult, *, show_text: bool, console: Console) -> 
         for line in policy.describe(plan):
             ids = " ".join(f"#{s}" for s in line.seqs)
             console.print(
-                f"  {line.action:<16} {line.bank.title:<20} {ids}", markup=False, highlight=False
+                f"  {line.action:<16} {line.bank.label:<20} {ids}", markup=False, highlight=False
             )
             if show_text:
                 for seq in line.seqs:
@@ -249,7 +251,7 @@ def _print_result(result: OwnerResult, *, show_text: bool, console: Console) -> 
     for summary in result.summaries:
         text = f"  {_preview(summary.content)}" if show_text else ""
         console.print(
-            f"  summary #{summary.seq} {summary.id} ({summary.bank.title}){text}",
+            f"  summary #{summary.seq} {summary.id} ({summary.bank.label}){text}",
             markup=False,
             highlight=False,
         )

@@ -145,7 +145,7 @@ def memory_line(memory: Memory, *, extra: str = "") -> str:
     merged = f" (merged from {memory.merged_from})" if memory.merged_from else ""
     tail = f"{merged} — {extra}" if extra else merged
     return (
-        f"- `{short_id(memory)}` {memory.bank.title} · {memory.created_at:%Y-%m-%d} · "
+        f"- `{short_id(memory)}` {memory.bank.label} · {memory.created_at:%Y-%m-%d} · "
         f"{escape_markdown(memory.content)}{tail}"
     )
 

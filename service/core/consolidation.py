@@ -416,7 +416,7 @@ def prune_order(
     def relevance(m: Memory) -> float:
         seen = m.last_used_at or m.created_at
         days = max((now - seen).total_seconds(), 0.0) / 86_400.0
-        return m.confidence * 0.5 ** (days / params.half_life_days)
+        return m.confidence * math.pow(0.5, days / params.half_life_days)
 
     def fifo_key(m: Memory) -> tuple[bool, datetime, int]:
         return (m.source_kind.is_summary, m.created_at, m.seq)
@@ -571,7 +571,7 @@ def build_summary_messages(cluster: Cluster, *, max_chars: int) -> list[dict[str
     )
     kind = "near-duplicates of one fact" if cluster.duplicates else "related memories"
     user = (
-        f"Bank: {cluster.bank.title}\n"
+        f"Bank: {cluster.bank.label}\n"
         f"These {len(cluster.members)} source memories are {kind}.\n\n"
         f"SOURCE MEMORIES (ref, date stated, text):\n"
         f"<source_memories>\n{lines}\n</source_memories>"

@@ -203,13 +203,12 @@ def _parse_one(
     if not isinstance(item, dict) or not allowed_banks:
         return None
     raw_op = str(item.get("op", item.get("operation", "NEW"))).strip().upper()
+    op: OpKind | None
     try:
         op = OpKind(raw_op)
     except ValueError:
-        op = _OP_ALIASES.get(raw_op)  # type: ignore[assignment]
-        if op is None:
-            return None
-    if op is OpKind.NONE:
+        op = _OP_ALIASES.get(raw_op)
+    if op is None or op is OpKind.NONE:
         return None
     ref = item.get("ref", item.get("id"))
     ref = str(ref).strip().strip("[]") if ref not in (None, "") else None

@@ -18,8 +18,8 @@ class Bank(StrEnum):
     CHAT = "chat"  #: facts about one conversation only, read only in that chat
 
     @property
-    def title(self) -> str:
-        """Human name of the bank."""
+    def label(self) -> str:
+        """Human name of the bank ("Project Memory"); not `title`, which str already has."""
         return _BANK_TITLES[self]
 
     @property
@@ -36,7 +36,7 @@ class Bank(StrEnum):
         """
         key = text.strip().lower().replace("-", " ").replace("_", " ")
         for bank in cls:
-            if key in (bank.value.replace("_", " "), bank.title.lower()):
+            if key in (bank.value.replace("_", " "), bank.label.lower()):
                 return bank
         alias = {
             "interaction": cls.INTERACTION,

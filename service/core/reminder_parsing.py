@@ -284,7 +284,7 @@ def _parse(text: str, *, base: datetime, zone_name: str) -> datetime | None:
     if not text or _NOT_IN_TIME.search(text) or _NOT_LAST_IN_TIME.match(text.split()[-1]):
         return None
     try:
-        return dateparser.parse(
+        found: datetime | None = dateparser.parse(
             text,
             languages=["en"],
             settings={
@@ -297,6 +297,7 @@ def _parse(text: str, *, base: datetime, zone_name: str) -> datetime | None:
         )
     except Exception:  # dateparser raises assorted errors on odd input; odd input is no date
         return None
+    return found
 
 
 def _trigger(local: datetime, time_text: str, *, zone: tzinfo) -> Trigger:

@@ -142,7 +142,9 @@ class Encoder:
 
     async def encode_one(self, text: str) -> np.ndarray:
         """Embed one text: (dim,) float32, L2-normalized."""
-        return (await self.encode([text]))[0]
+        vectors = await self.encode([text])
+        one: np.ndarray = vectors[0]
+        return one
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

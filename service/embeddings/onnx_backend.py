@@ -94,10 +94,11 @@ class OnnxModel:
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         types = np.array([e.type_ids for e in encodings], dtype=np.int64)
-        hidden = self.session.run(
+        hidden: np.ndarray = self.session.run(
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         )[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        normalized: np.ndarray = pooled / np.clip(norms, 1e-12, None)
+        return normalized.astype(np.float32)

@@ -79,7 +79,7 @@ async def _list(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comma
         items, total = await memories.list_memories(
             session, scope=scope, limit=LIST_LIMIT, offset=0
         )
-    where = f" in {bank.title}" if bank else ""
+    where = f" in {bank.label}" if bank else ""
     if not items:
         return f"I don't remember anything{where} that this chat may see.{_hidden_note(chat)}"
     shown = f"{total}" if total <= len(items) else f"{len(items)} newest of {total}"
@@ -138,7 +138,7 @@ def _writable_cell(chat: ChatContext, bank: Bank) -> Scope:
         raise InvalidInput("Project Memory belongs to a folder; this chat is not in one")
     if bank is Bank.CHAT:
         raise InvalidInput("Chat Memory needs a saved chat")
-    raise InvalidInput(f"{bank.title} memories cannot be changed in a shared chat")
+    raise InvalidInput(f"{bank.label} memories cannot be changed in a shared chat")
 
 
 async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -155,7 +155,7 @@ async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
         actor=f"user:{chat.user_id}",
         source_chat_id=chat.chat_id,
     )
-    return f"Remembered in {bank.title}:\n\n{text.memory_line(memory)}"
+    return f"Remembered in {bank.label}:\n\n{text.memory_line(memory)}"
 
 
 async def _find(
@@ -211,7 +211,7 @@ async def _assign_bank(rt: Runtime, chat: ChatContext, scope: ReadScope, command
         tags=None,
         actor=f"user:{chat.user_id}",
     )
-    return f"Moved to {bank.title}:\n\n{text.memory_line(memory)}"
+    return f"Moved to {bank.label}:\n\n{text.memory_line(memory)}"
 
 
 def _confirmation_code(rt: Runtime, user_id: str, memory_ids: list[int]) -> str:
@@ -281,7 +281,7 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
             count = await memories.count_active(session, scope=cells) if cells else 0
             read = "read" if cells else "hidden here"
             write = "write" if writable.scope_for(bank) else "no writing here"
-            lines.append(f"- **{bank.title}**: {count} memories — {read}, {write}")
+            lines.append(f"- **{bank.label}**: {count} memories — {read}, {write}")
     return "**Memory banks** in this chat:\n\n" + "\n".join(lines) + _hidden_note(chat)
 
 

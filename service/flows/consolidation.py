@@ -254,7 +254,7 @@ async def consolidate(
         return result
     ready = [(c, d) for c, (d, _) in zip(plan.clusters, drafts, strict=True) if d is not None]
     skipped = [
-        f"cluster of {len(c.members)} memories ({c.bank.title}): {reason}"
+        f"cluster of {len(c.members)} memories ({c.bank.label}): {reason}"
         for c, (d, reason) in zip(plan.clusters, drafts, strict=True)
         if d is None
     ]
@@ -335,7 +335,7 @@ async def _apply(
     for cluster, draft, vector in ready:
         if not all(unchanged(m) for m in cluster.members):
             skipped.append(
-                f"cluster of {len(cluster.members)} memories ({cluster.bank.title}): "
+                f"cluster of {len(cluster.members)} memories ({cluster.bank.label}): "
                 "a source changed since planning"
             )
             continue

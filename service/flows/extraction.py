@@ -336,16 +336,16 @@ async def _apply(
         return 0
     actor = "extraction"
     if op.op is OpKind.DELETE:
-        target = refs[op.ref or ""]
-        await memories.set_status(session, memory_id=target.id, status=Status.ARCHIVED, at=now)
+        archived = refs[op.ref or ""]
+        await memories.set_status(session, memory_id=archived.id, status=Status.ARCHIVED, at=now)
         await audit.record(
             session,
-            memory_id=target.id,
-            owner_id=target.owner_id,
+            memory_id=archived.id,
+            owner_id=archived.owner_id,
             actor=actor,
             action="archive",
             reason="the user said it is no longer true",
-            before=audit.snapshot(target),
+            before=audit.snapshot(archived),
         )
         return 0
     content = unicodedata.normalize("NFC", safety.redact_secrets(op.content)).strip()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from cachetools import TTLCache
 from procrastinate import exceptions as job_errors
@@ -124,8 +126,8 @@ async def read_profile(
 _pending: set[asyncio.Task[None]] = set()
 
 
-def _background(coro: object) -> None:
+def _background(coro: Coroutine[Any, Any, None]) -> None:
     """Run a coroutine without making the caller wait (keeps a reference until done)."""
-    task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    task = asyncio.ensure_future(coro)
     _pending.add(task)
     task.add_done_callback(_pending.discard)

@@ -87,10 +87,13 @@ async def accept_turn(
     if commands.is_command(user_message):
         return "skipped", "memory commands are not remembered"
     # Redacted before they are stored: a parked turn must hold no credentials.
+    user_text = safety.redact_secrets(user_message)
+    assistant_text = safety.redact_secrets(assistant_message or "") or None
+    history_texts = [(role, safety.redact_secrets(text)) for role, text in history]
     texts = {
-        "user": safety.redact_secrets(user_message),
-        "assistant": safety.redact_secrets(assistant_message or "") or None,
-        "history": [[role, safety.redact_secrets(text)] for role, text in history],
+        "user": user_text,
+        "assistant": assistant_text,
+        "history": [[role, text] for role, text in history_texts],
     }
     payload = {
         "chat": chat_to_json(chat),
@@ -100,8 +103,8 @@ async def accept_turn(
     digest = batching.message_hash(
         chat_id=chat.chat_id,
         user_id=chat.user_id,
-        user_message=texts["user"],
-        history=[(r, t) for r, t in texts["history"]],
+        user_message=user_text,
+        history=history_texts,
     )
     async with rt.db.unit_of_work() as session:
         if await user_state.is_paused(session, user_id=chat.user_id):
@@ -113,7 +116,7 @@ async def accept_turn(
             user_id=chat.user_id,
             payload=payload,
             message_hash=digest,
-            estimated_tokens=batching.turn_tokens(texts["user"], texts["assistant"]),
+            estimated_tokens=batching.turn_tokens(user_text, assistant_text),
         )
         due = False
         if turn_id is not None:

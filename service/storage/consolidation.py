@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import any_, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core.consolidation import Entry, SummaryDraft
@@ -249,7 +249,7 @@ async def summaries_containing(
         select(MemoryRow)
         .where(
             memories.scope_filter(scope),
-            MemoryRow.summary_of.any(memory_id),
+            any_(MemoryRow.summary_of) == memory_id,
             MemoryRow.status != Status.DELETED.value,
         )
         .order_by(MemoryRow.seq)

@@ -44,13 +44,13 @@ def start_embedded(state_dir: Path) -> tuple[str, Any]:
         with warnings.catch_warnings():
             # pgserver falls back to a per-user runtime folder when XDG_RUNTIME_DIR is unset.
             warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
-            import pgserver
+            from pgserver.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - declared dependency
         raise DatabaseUnavailable("the embedded PostgreSQL (pgserver) is not installed") from exc
     pgdata = state_dir.resolve() / "pgdata"
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     try:
-        server = pgserver.get_server(pgdata)
+        server = get_server(pgdata)
     except Exception as exc:
         raise DatabaseUnavailable(
             f"the embedded PostgreSQL in {pgdata} did not start: {exc}"

@@ -21,6 +21,7 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Integer,
+    Label,
     Select,
     Text,
     TextClause,
@@ -297,7 +298,7 @@ def similarity_from_distance(distance: float) -> float:
     return max(0.0, min(1.0, 1.0 - float(distance) / 2.0))
 
 
-def _owned(scope: ReadScope, statuses: Sequence[Status]) -> Select[tuple[MemoryRow]]:
+def _owned(scope: ReadScope, statuses: Sequence[Status]) -> Select[MemoryRow]:
     return select(MemoryRow).where(
         scope_filter(scope), MemoryRow.status.in_([s.value for s in statuses])
     )
@@ -576,7 +577,7 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
     """
     vector = _query_vector()
     limit = bindparam("limit", type_=Integer)
-    branch = literal_column("0").label("branch")
+    branch: Label[int] = literal_column("0").label("branch")
     nearest_parts: list[Select[Any]] = []
     if shape.exact_nearest:
         exact = _exact_nearest(_cells_param("nearest_cells"), vector, limit).subquery()
@@ -668,7 +669,7 @@ async def phrase_search(
     phrases = [p for p in phrases if p.strip()][:MAX_PHRASES]
     if not scope or limit <= 0 or not phrases:
         return []
-    parts = [
+    parts: list[ColumnElement[Any]] = [
         func.phraseto_tsquery(
             literal_column(f"'{config}'::regconfig"),
             bindparam(f"phrase_{config}_{i}", phrase, type_=Text),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
     text,
@@ -35,6 +36,10 @@ TSV_EXPRESSION = "to_tsvector('english', content) || to_tsvector('simple', conte
 
 
 class Base(DeclarativeBase):
+    # Every model here is one declared table, so statements may take `Row.__table__` as one
+    # (DeclarativeBase types it as the wider FromClause).
+    __table__: ClassVar[Table]
+
     metadata = MetaData(
         naming_convention={
             "ix": "ix_%(table_name)s_%(column_0_N_name)s",

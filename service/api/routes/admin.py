@@ -127,7 +127,7 @@ def _registry(request: Request) -> tuple[observability.ScrapeState, Any]:
             observability.build_registry(state, lambda: getattr(app.state, "runtime", None)),
         )
         app.state.metrics = found
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 @metrics_router.get("/metrics", include_in_schema=False)
