@@ -29,13 +29,16 @@ def summarize(folder: Path) -> str:
         lines += [
             f"Filter valves: inlet {fail_open['inlet_timeout_s']} s, outlet "
             f"{fail_open['outlet_timeout_s']} s. Each row: the chat was answered, without "
-            "memory, with a status line.",
+            "memory, with a status line. Loop lag: how long the test's event loop was kept "
+            "from running during the call (machine load), not held against the valve.",
             "",
-            "| fault | inlet returned after (s) | outlet returned after (s) |",
-            "|---|---|---|",
+            "| fault | inlet returned after (s) | inlet loop lag (s) "
+            "| outlet returned after (s) | outlet loop lag (s) |",
+            "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {fault} | {f['inlet_s']} | {f['outlet_s']} |"
+            f"| {fault} | {f['inlet_s']} | {f.get('inlet_loop_lag_s', '')} "
+            f"| {f['outlet_s']} | {f.get('outlet_loop_lag_s', '')} |"
             for fault, f in fail_open["faults"].items()
         ]
         lines.append("")

@@ -27,6 +27,7 @@ from service.core.records import (
     Status,
 )
 from service.errors import InvalidInput, MemoryNotFound
+from service.flows import context as context_flow
 from service.flows import memories as memory_flow
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
@@ -303,6 +304,7 @@ async def _profile(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Co
 
 
 async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    await context_flow.use_recorded(chat)  # the last reply's record may still be on its way
     async with rt.db.unit_of_work() as session:
         last = await user_state.last_injection(session, user_id=chat.user_id, chat_id=chat.chat_id)
         if last is None or not last[1]:

@@ -216,7 +216,7 @@ async def _build(
     chosen = ranking.fit_budget(relevant, budget_tokens=max(budget, 0), max_items=params.max_items)
     used = [*core_items, *chosen]
     if used:
-        _in_background(_record_use(rt, chat=chat, used=used))
+        _track_use_record(chat, _in_background(_record_use(rt, chat=chat, used=used)))
     block = ranking.render_block(profile=profile, core=core_items, items=chosen)
     status = f"{len(used)} memories recalled" if used or profile else "no relevant memories"
     return ContextResult(block, used, profile, status)
@@ -264,10 +264,41 @@ async def _record_use(rt: Runtime, *, chat: ChatContext, used: list[RankedMemory
         log.exception("could not record which memories were used")
 
 
+USE_RECORD_WAIT_S = 5.0
+"""How long `/memory why` waits for the record of the reply before it. The record is one
+statement, so the wait ends within milliseconds unless the database stalls; then the
+answer says what is recorded so far rather than hang the command."""
+
 _pending: set[asyncio.Task[None]] = set()
+#: (user, chat) → its `/memory why` records this process is still writing
+_use_records: dict[tuple[str, str], set[asyncio.Task[None]]] = {}
 
 
-def _in_background(coro: Coroutine[Any, Any, None]) -> None:
+async def use_recorded(chat: ChatContext) -> None:
+    """Return once the `/memory why` records of `chat` that this process was still writing
+    are committed (at most USE_RECORD_WAIT_S): the record is written after the answer went
+    out, and a user may ask why before it lands."""
+    in_flight = _use_records.get((chat.user_id, chat.chat_id))
+    if in_flight:
+        await asyncio.wait(set(in_flight), timeout=USE_RECORD_WAIT_S)
+
+
+def _track_use_record(chat: ChatContext, task: asyncio.Task[None]) -> None:
+    key = (chat.user_id, chat.chat_id)
+    _use_records.setdefault(key, set()).add(task)
+
+    def done(finished: asyncio.Task[None]) -> None:
+        in_flight = _use_records.get(key)
+        if in_flight is not None:
+            in_flight.discard(finished)
+            if not in_flight:
+                del _use_records[key]
+
+    task.add_done_callback(done)
+
+
+def _in_background(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
     task = asyncio.ensure_future(coro)
     _pending.add(task)
     task.add_done_callback(_pending.discard)
+    return task

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from playwright.sync_api import sync_playwright
+
+from tests.support.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = [
@@ -65,12 +66,9 @@ _SHOWS_LINES_JS = """
 
 def _poll(read: Callable[[], Any], *, timeout_s: float) -> Any:
     """Call `read` until it returns something truthy; TimeoutError after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := read()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no finished reply after {timeout_s:g} s")
-        time.sleep(POLL_INTERVAL_S)
-    return value
+    return wait_until(
+        read, what="a finished reply", timeout_s=timeout_s, interval_s=POLL_INTERVAL_S
+    )
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:

@@ -59,8 +59,16 @@ PATIENT_DEADLINE_S = 10.0
 TIMINGS: dict[str, float] = {}
 
 
+E2E_TEST_TIMEOUT_S = 900
+"""pytest-timeout per e2e test: the first one also installs and starts Open WebUI and the
+service (SERVICE_START_TIMEOUT_S + OPEN_WEBUI_START_TIMEOUT_S and more)."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if os.environ.get("E2E_OPENWEBUI"):
+        for item in items:
+            if E2E_DIR in item.path.parents:
+                item.add_marker(pytest.mark.timeout(E2E_TEST_TIMEOUT_S))
         return
     skip = pytest.mark.skip(reason="drives a real Open WebUI: run `make e2e`")
     for item in items:

@@ -15,11 +15,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from tests.support.llm_stub import MODEL_ID
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 E2E_DIR = REPO / ".e2e"
@@ -27,9 +28,6 @@ OPEN_WEBUI_BIN = E2E_DIR / "owui" / "bin" / "open-webui"
 PLAYWRIGHT_PYTHON = E2E_DIR / "pw" / "bin" / "python"
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-POLL_INTERVAL_S = 0.1
-
-T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -37,24 +35,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_until(
-    condition: Callable[[], T | None],
-    *,
-    timeout_s: float,
-    what: str,
-    interval_s: float = POLL_INTERVAL_S,
-) -> T:
-    """Poll `condition` until it returns something truthy; TimeoutError after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"gave up after {timeout_s:g} s waiting for {what}")
-        time.sleep(interval_s)
 
 
 # --- processes --------------------------------------------------------------------------------

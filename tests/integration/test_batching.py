@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -14,6 +12,7 @@ from tests.reliability.support import metric, scrape
 from tests.support.extraction_replies import by_message, new_op, new_user_messages
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
+from tests.support.waiting import wait_until, wait_until_async
 
 CHAT = {"user_id": "ana", "user_name": "Ana", "chat_id": "chat-batch", "kind": "saved"}
 LATER = "turn saved; extracted with this chat's next batch"
@@ -51,14 +50,6 @@ def _post(
     )
     assert response.status_code == 202, response.text
     return response.json()
-
-
-def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.1)
 
 
 def _extraction_requests(llm: LLMStub) -> list[list[str]]:
@@ -302,6 +293,15 @@ def test_a_waiting_batch_survives_a_restart_and_is_extracted_once(service_factor
     assert (status["turns_done"], status["memories_active"]) == (2, 2)
 
 
+async def _quiet_checks_done(db_conn: psycopg.AsyncConnection) -> bool:
+    waiting = await _rows(
+        db_conn,
+        "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'extract_quiet_chat' "
+        "AND status IN ('todo', 'doing')",
+    )
+    return waiting == [(0,)]
+
+
 async def test_waiting_turns_of_a_deleted_chat_or_user_are_never_extracted(
     service_factory,
     db_conn: psycopg.AsyncConnection,  # type: ignore[no-untyped-def]
@@ -318,12 +318,12 @@ async def test_waiting_turns_of_a_deleted_chat_or_user_are_never_extracted(
         assert _post(live, FACTS[1][0], "k1", chat=other)["detail"] == LATER
         assert live.client.delete("/v1/chats/chat-batch/memories").status_code == 200
         # the kept chat goes quiet and is extracted; the deleted one never is
-        _wait_until(
+        wait_until(
             lambda: any(
                 "cat named Miso" in m["content"]
                 for m in live.client.get("/v1/users/ana/memories").json()["items"]
             ),
-            "the kept chat's extraction",
+            what="the kept chat's extraction",
         )
         assert _extraction_requests(llm) == [[FACTS[1][0]]]
         assert await _rows(db_conn, "SELECT chat_id, status FROM turns ORDER BY id") == [
@@ -337,7 +337,10 @@ async def test_waiting_turns_of_a_deleted_chat_or_user_are_never_extracted(
         # a deleted user: a turn still waiting is discarded with everything else
         assert _post(live, FACTS[2][0], "k2", chat=other)["detail"] == LATER
         assert live.client.delete("/v1/users/ana/memories").json() == {"forgotten": 1}
-        time.sleep(2)  # past the quiet period: its check finds nothing waiting
+        # past the quiet period: its check ran and found nothing waiting
+        await wait_until_async(
+            lambda: _quiet_checks_done(db_conn), what="the deleted user's quiet check"
+        )
         live.wait_for_extraction()
         assert _extraction_requests(llm) == [[FACTS[1][0]]]
         assert live.client.get("/v1/users/ana/memories").json()["items"] == []

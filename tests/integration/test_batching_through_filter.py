@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import psycopg
@@ -18,6 +17,7 @@ from tests.support.extraction_replies import (
 )
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
+from tests.support.waiting import wait_until
 
 TIMESTAMP = 1_780_000_000  # 2026-05-28
 TURNS = [
@@ -52,16 +52,12 @@ async def _say(harness: FilterHarness, chat: SavedChat, text: str, reply: str) -
     return seen.system_text
 
 
-def _wait_for(database_url: str, sql: str, expected: Any, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
+def _wait_for(database_url: str, sql: str, expected: Any) -> None:
+    def rows() -> list[tuple[Any, ...]]:
         with psycopg.connect(database_url) as conn:
-            value = conn.execute(sql).fetchall()
-        if value == expected:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{sql}: {value} != {expected}")
-        time.sleep(0.1)
+            return conn.execute(sql).fetchall()
+
+    wait_until(lambda: rows() == expected, what=f"{sql} to give {expected}")
 
 
 async def test_a_chat_is_extracted_in_batches_summarised_and_never_twice(

@@ -3,8 +3,6 @@ read only in its chat; short chats get none and keep no texts."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -19,6 +17,7 @@ from tests.support.extraction_replies import (
 )
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
+from tests.support.waiting import wait_until, wait_until_async
 
 CHAT = {"user_id": "ana", "user_name": "Ana", "chat_id": "trip-chat", "kind": "saved"}
 LINES = [
@@ -47,14 +46,6 @@ def _post(live: LiveService, index: int, *, chat: dict[str, Any] = CHAT) -> dict
     )
     assert response.status_code == 202, response.text
     return response.json()
-
-
-def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.1)
 
 
 def _summary_requests(llm: LLMStub) -> list[dict[str, Any]]:
@@ -107,9 +98,9 @@ async def test_a_long_chat_keeps_a_rolling_summary_built_from_new_messages_only(
             live.wait_for_extraction()
             # the job folds right after its batch commits: wait for that commit too
             wanted = {1: 0, 3: 1, 5: 1, 7: 2}[pair[1]]
-            _wait_until(
+            wait_until(
                 lambda w=wanted: _versions(database_url) == w and len(_summary_requests(llm)) == w,
-                f"summary version {wanted}",
+                what=f"summary version {wanted}",
             )
         first, second = _summary_requests(llm)
         in_chat = _block(live, CHAT, "When do we land in Lima and where is the hotel?")
@@ -182,9 +173,10 @@ async def test_a_short_chat_gets_no_summary_and_keeps_no_texts_once_quiet(
             rows = await _scalar_rows(db_conn, "SELECT count(*) FROM turns WHERE payload ? 'texts'")
             return int(rows[0][0])
 
-        deadline = time.monotonic() + 60
-        while await texts_left() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        async def no_texts_left() -> bool:
+            return await texts_left() == 0
+
+        await wait_until_async(no_texts_left, what="the quiet chat's texts to be dropped")
         assert await texts_left() == 0
         assert _summary_requests(llm) == []
     assert await _scalar_rows(db_conn, "SELECT count(*) FROM chat_summaries") == [(0,)]
@@ -205,9 +197,9 @@ def test_a_quiet_chat_folds_what_its_summary_does_not_cover_yet(
         )
         _post(live, 0)
         _post(live, 1)
-        _wait_until(lambda: _versions(database_url) == 1, "first summary")
+        wait_until(lambda: _versions(database_url) == 1, what="first summary")
         _post(live, 2)  # a single turn: no batch, no summary until the chat goes quiet
-        _wait_until(lambda: _versions(database_url) == 2, "summary of the quiet chat")
+        wait_until(lambda: _versions(database_url) == 2, what="summary of the quiet chat")
         last = _summary_requests(llm)[-1]
     assert len(_summary_requests(llm)) == 2
     assert [t for s, t in chat_summary_lines(last) if s == "Ana"] == [LINES[2]]
@@ -230,11 +222,11 @@ def test_a_forgotten_summary_is_not_carried_into_the_next_version(
         )
         _post(live, 0)
         _post(live, 1)
-        _wait_until(lambda: _versions(database_url) == 1, "first summary")
+        wait_until(lambda: _versions(database_url) == 1, what="first summary")
         assert live.client.delete("/v1/chats/trip-chat/memories").json() == {"forgotten": 1}
         _post(live, 2)
         _post(live, 3)
-        _wait_until(lambda: len(_summary_requests(llm)) == 2, "second summary")
+        wait_until(lambda: len(_summary_requests(llm)) == 2, what="second summary")
         second = _summary_requests(llm)[-1]
     assert "<chat_summary></chat_summary>" in second["messages"][-1]["content"]
     assert LINES[0] not in second["messages"][-1]["content"]
@@ -257,14 +249,14 @@ def test_forgetting_a_fact_the_summary_took_in_forgets_the_summary_too(
         )
         _post(live, 0)
         _post(live, 1)
-        _wait_until(lambda: _versions(database_url) == 1, "first summary")
+        wait_until(lambda: _versions(database_url) == 1, what="first summary")
         assert "Peru" in _block(live, CHAT, "Where am I travelling in June?")
         (fact,) = live.client.get("/v1/users/ana/memories").json()["items"]
         assert live.client.delete(f"/v1/users/ana/memories/{fact['id']}").status_code == 204
         after_forget = _block(live, CHAT, "Where am I travelling in June?")
         _post(live, 2)
         _post(live, 3)
-        _wait_until(lambda: _versions(database_url) == 2, "second summary")
+        wait_until(lambda: _versions(database_url) == 2, what="second summary")
         third = _summary_requests(llm)[-1]
     assert "Peru" not in after_forget
     with psycopg.connect(database_url) as conn:

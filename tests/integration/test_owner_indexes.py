@@ -5,7 +5,6 @@ another owner's rows. Real PostgreSQL + pgvector, real embedding model."""
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +24,7 @@ from service.storage import memories
 from service.storage import owner_indexes as catalog
 from tests.support.live_service import LiveService
 from tests.support.runtimes import RuntimeFactory, runtime_factory
+from tests.support.waiting import wait_until
 
 ALICE = Scope(OwnerKind.USER, "alice", Bank.PERSONAL)
 ALICE_HABITS = Scope(OwnerKind.USER, "alice", Bank.INTERACTION)
@@ -393,21 +393,18 @@ def test_service_builds_indexes_in_the_background_and_answers_from_them(
         catalog.ann_index_name(cell, model="all-MiniLM-L6-v2", dimension=384),
         catalog.fts_index_name(cell),
     ]
-    found: dict[str, bool] = {}
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def indexes() -> dict[str, bool]:
         with psycopg.connect(database_url) as conn:
-            found = dict(
+            return dict(
                 conn.execute(
                     "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c "
                     "ON c.oid = i.indexrelid WHERE c.relname = ANY(%s)",
                     (wanted,),
                 ).fetchall()
             )
-        if found == dict.fromkeys(wanted, True):
-            break
-        time.sleep(0.5)
-    assert found == dict.fromkeys(wanted, True)
+
+    wait_until(lambda: indexes() == dict.fromkeys(wanted, True), what=f"valid {wanted}")
     block = live.client.post(
         "/v1/context",
         json={

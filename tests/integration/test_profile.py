@@ -3,12 +3,12 @@ once when a source memory is forgotten."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from tests.support.extraction_replies import new_user_message
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
+from tests.support.waiting import wait_until, wait_until_async
 
 PERSONAL = [
     "User is vegetarian",
@@ -34,14 +34,8 @@ def _profile_writer(request: dict[str, Any]) -> str:
     return "PROFILE: " + "; ".join(sorted(facts))
 
 
-def _wait_for(predicate, timeout_s: float = 90.0) -> Any:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise TimeoutError("condition not met")
+def _wait_for(predicate, what: str = "the profile") -> Any:  # type: ignore[no-untyped-def]
+    return wait_until(predicate, what=what, timeout_s=90)
 
 
 def _context(live: LiveService, *, collaborative: bool = False) -> dict[str, Any]:
@@ -86,16 +80,16 @@ async def test_no_profile_below_five_memories(service_factory, db_conn) -> None:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
         for fact in PERSONAL[:4]:
             live.client.post("/v1/users/pat/memories", json={"content": fact})
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:  # until every profile job has run
+
+        async def every_job_ran() -> bool:
             row = await (
                 await db_conn.execute(
                     "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
                 )
             ).fetchone()
-            if row == (0,):
-                break
-            time.sleep(0.1)
+            return row == (0,)
+
+        await wait_until_async(every_job_ran, what="every profile job", timeout_s=90)
     assert _context(live)["profile"] is None
     assert [r for r in llm.requests if "Notes:" in r["messages"][-1]["content"]] == []
 

@@ -21,6 +21,7 @@ from service.embeddings.encoder import Encoder
 from service.storage import reminders
 from service.storage.db import Database
 from tests.support.live_service import LiveService
+from tests.support.waiting import wait_until_async
 
 TUESDAY = datetime(2026, 3, 10, 14, 0, tzinfo=UTC)  # 15:00 in Berlin
 FRIDAY_MORNING = datetime(2026, 3, 13, 7, 0, tzinfo=UTC)  # 08:00 in Berlin
@@ -228,17 +229,16 @@ async def test_two_transactions_cannot_both_fire_one_reminder(
 
 
 async def _until_a_backend_waits_for_a_lock(conn: psycopg.AsyncConnection) -> None:
-    for _ in range(600):
+    async def waiting() -> bool:
         row = await (
             await conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND wait_event_type = 'Lock'"
             )
         ).fetchone()
-        if row and row[0] >= 1:
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError("the second transaction never waited for the row lock")
+        return bool(row and row[0] >= 1)
+
+    await wait_until_async(waiting, what="the second transaction to wait for the row lock")
 
 
 def _similarity(encoder: Encoder, a: str, b: str) -> float:

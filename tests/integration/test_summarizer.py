@@ -29,6 +29,7 @@ from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
 from tests.support.runtimes import RuntimeFactory, runtime_factory
 from tests.support.summary_replies import faithful_merge, is_summary_request, with_summaries
+from tests.support.waiting import wait_until_async
 
 U1 = Owner(OwnerKind.USER, "u1")
 F1 = Owner(OwnerKind.FOLDER, "f1")
@@ -668,11 +669,8 @@ async def test_beyond_the_cap_the_oldest_are_archived_and_one_can_be_restored(
 # --- triggers -----------------------------------------------------------------------------
 
 
-async def _wait_for_run(
-    db_conn: psycopg.AsyncConnection, trigger: str, timeout_s: float = 60
-) -> tuple[Any, ...]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+async def _wait_for_run(db_conn: psycopg.AsyncConnection, trigger: str) -> tuple[Any, ...]:
+    async def run() -> tuple[Any, ...] | None:
         row = await (
             await db_conn.execute(
                 "SELECT owner_id, outcome, active_before, active_after, summaries, merged "
@@ -680,10 +678,11 @@ async def _wait_for_run(
                 (trigger,),
             )
         ).fetchone()
-        if row is not None:
-            return tuple(row)
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"no {trigger} run was recorded")
+        return None if row is None else tuple(row)
+
+    found = await wait_until_async(run, what=f"a {trigger} run")
+    assert found is not None
+    return found
 
 
 async def test_an_owner_near_the_cap_is_consolidated_after_extraction(

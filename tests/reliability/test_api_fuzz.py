@@ -25,6 +25,7 @@ def _known_cause(error: dict[str, object]) -> bool:
     return "\\x00" in sent or "\\u0000" in sent or bool(_HUGE_OFFSET.search(sent))
 
 
+@pytest.mark.timeout(600)  # `make reliability` gives the fuzz run 300 s
 def test_no_generated_or_hand_written_bad_input_gets_a_server_error(live: LiveService) -> None:
     pytest.importorskip("schemathesis", reason="pip install -e '.[reliability]'")
     live.client.post("/v1/users/fuzz-user/memories", json={"content": "User plays the oboe"})

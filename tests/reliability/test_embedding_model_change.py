@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import psycopg
@@ -18,6 +17,7 @@ from tests.reliability.support import metric, record_figures, renamed_model, scr
 from tests.support.extraction_replies import by_message, new_op
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
+from tests.support.waiting import wait_until
 
 USER = "cat-owner"
 CHAT = {"user_id": USER, "chat_id": "chat-cats", "kind": "saved"}
@@ -39,12 +39,11 @@ def _embedding_models(url: str) -> list[tuple[str | None, int]]:
 
 
 def _wait(live: LiveService, predicate, timeout_s: float = 90) -> dict:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        state = live.client.get("/v1/admin/embeddings").json()
-        if predicate(state) or time.monotonic() > deadline:
-            return state
-        time.sleep(0.2)
+    def state() -> dict | None:  # type: ignore[type-arg]
+        found = live.client.get("/v1/admin/embeddings").json()
+        return found if predicate(found) else None
+
+    return wait_until(state, what="the embeddings state", timeout_s=timeout_s)  # type: ignore[return-value]
 
 
 def _store_facts_with(encoder: Encoder, *, database_url: str, state_dir: Path) -> None:

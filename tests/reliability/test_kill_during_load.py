@@ -17,10 +17,12 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 
 from bench.service_process import ServiceProcess, free_port
 from tests.reliability.support import echo_fact, env_int, record_figures
 from tests.support.llm_stub import LLMStub
+from tests.support.waiting import wait_until_async
 
 DRAIN_S = 180.0
 CONCURRENCY = 6
@@ -95,6 +97,7 @@ async def _send_all(
     return answers
 
 
+@pytest.mark.timeout(600)  # two service starts and a drain of up to DRAIN_S
 async def test_every_accepted_turn_is_extracted_exactly_once_after_a_kill(
     database_url: str, state_dir: Path, tmp_path: Path
 ) -> None:
@@ -120,12 +123,11 @@ async def test_every_accepted_turn_is_extracted_exactly_once_after_a_kill(
                 # a first quarter, until some of it is extracted; then more, killed mid-way
                 warm = total // 4
                 first = await _send_all(client, list(range(warm)), stop_after=None, on_stop=None)
-                deadline = time.monotonic() + 30
-                while (
-                    time.monotonic() < deadline
-                    and (await client.get("/v1/status")).json()["turns_done"] < 2
-                ):
-                    await asyncio.sleep(0.1)
+
+                async def some_done() -> bool:
+                    return bool((await client.get("/v1/status")).json()["turns_done"] >= 2)
+
+                await wait_until_async(some_done, what="two turns extracted", timeout_s=30)
                 first |= await _send_all(
                     client, list(range(warm, total)), stop_after=total // 4, on_stop=service.kill
                 )
@@ -140,12 +142,14 @@ async def test_every_accepted_turn_is_extracted_exactly_once_after_a_kill(
                 service.start()
                 service.wait_ready(120)
                 second = await _send_all(client, list(range(total)), stop_after=None, on_stop=None)
-                deadline = time.monotonic() + DRAIN_S
-                while time.monotonic() < deadline:
+
+                async def drained() -> bool:
                     status = (await client.get("/v1/status")).json()
-                    if status["turns_queued"] == 0 and status["turns_done"] == total:
-                        break
-                    await asyncio.sleep(0.5)
+                    return bool(status["turns_queued"] == 0 and status["turns_done"] == total)
+
+                await wait_until_async(
+                    drained, what=f"all {total} turns done", timeout_s=DRAIN_S, interval_s=0.5
+                )
         finally:
             service.terminate(30)
     assert accepted, first

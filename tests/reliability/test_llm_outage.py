@@ -13,6 +13,7 @@ from service.cli.main import app
 from tests.reliability.support import echo_fact, metric, record_figures, scrape
 from tests.support.live_service import LiveService
 from tests.support.llm_stub import LLMStub
+from tests.support.waiting import wait_until
 
 ATTEMPTS = 3
 CHAT = {"user_id": "u-outage", "chat_id": "chat-outage", "kind": "saved"}
@@ -35,12 +36,13 @@ class _Outage:
 
 
 def _wait_failed(live: LiveService, count: int, timeout_s: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = live.client.get("/v1/status").json()
-        if status["turns_failed"] >= count or time.monotonic() > deadline:
-            return status
-        time.sleep(0.2)
+    def failed() -> dict[str, Any] | None:
+        status: dict[str, Any] = live.client.get("/v1/status").json()
+        return status if status["turns_failed"] >= count else None
+
+    found = wait_until(failed, what=f"{count} failed turns", timeout_s=timeout_s)
+    assert found is not None
+    return found
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import secrets
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import uvicorn
 from service.api.app import create_app
 from service.config import Settings
 from service.embeddings.encoder import Encoder
+from tests.support.waiting import wait_until
 
 
 @dataclass
@@ -67,29 +67,34 @@ class LiveService:
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
         live = cls(f"http://127.0.0.1:{port}", key, server, thread, app)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             if not thread.is_alive():
                 raise RuntimeError("the service thread exited during startup")
-            try:
-                if httpx.get(f"{live.base_url}/readyz", timeout=2).status_code == 200:
-                    return live
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        live.stop()
-        raise TimeoutError("the service did not become ready")
+            return httpx.get(f"{live.base_url}/readyz", timeout=2).status_code == 200
+
+        try:
+            wait_until(
+                ready,
+                what="the service's /readyz",
+                timeout_s=timeout_s,
+                ignoring=(httpx.HTTPError,),
+            )
+        except TimeoutError:
+            live.stop()
+            raise
+        return live
 
     def wait_for_extraction(self, timeout_s: float = 60) -> dict[str, Any]:
         """Wait until no turn is queued; returns the final /v1/status."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            status = self.client.get("/v1/status").json()
-            if status["turns_queued"] == 0:
-                return status
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"extraction did not drain: {status}")
-            time.sleep(0.1)
+
+        def drained() -> dict[str, Any] | None:
+            status: dict[str, Any] = self.client.get("/v1/status").json()
+            return status if status["turns_queued"] == 0 else None
+
+        found = wait_until(drained, what="no turn queued", timeout_s=timeout_s)
+        assert found is not None
+        return found
 
     def stop(self) -> None:
         self.client.close()

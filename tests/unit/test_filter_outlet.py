@@ -7,6 +7,7 @@ import pytest
 from tests.support.emitter import EventRecorder, status
 from tests.support.filter_loader import load_filter
 from tests.support.memory_stub import MemoryServiceStub, StubReply, closed_port_url
+from tests.support.waiting import wait_until
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000001"
 ALICE = {"id": "u-123", "name": "Alice"}
@@ -281,15 +282,17 @@ async def test_a_failed_hand_over_shows_a_status_and_keeps_the_body(failure):
     else:
 
         def reply(request):
-            if failure == "slow":
-                return StubReply(status=202, json={"status": "queued"}, delay_s=1.0)
+            if failure == "slow":  # far slower than the valve, whatever the machine's load
+                return StubReply(status=202, json={"status": "queued"}, delay_s=30.0)
             return StubReply(status=500, json={"detail": "boom"})
 
+        # the valve leaves a loaded machine time to deliver the request; the stub may still
+        # be reading it when the filter gives up, hence the poll
         with MemoryServiceStub(reply) as stub:
-            result = await _filter(module, stub.url, outlet_timeout_s=0.2).outlet(
+            result = await _filter(module, stub.url, outlet_timeout_s=1.0).outlet(
                 body, __user__=ALICE, __event_emitter__=emitter
             )
-        assert stub.paths() == ["/v1/turns"]
+            assert wait_until(lambda: stub.paths(), what="the hand-over") == ["/v1/turns"]
 
     assert result is body
     assert json.dumps(result, sort_keys=True) == before
