@@ -6,25 +6,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from service import __version__, observability
+from service import __version__, bootstrap, observability
 from service.api import errors
 from service.api.deps import require_key
 from service.api.routes import admin, chat, health, memories, reminders
 from service.config import Settings
 from service.embeddings.encoder import Encoder
-from service.flows.runtime import Runtime
 from service.flows.turns import requeue_waiting_turns
 from service.jobs import owner_indexes as owner_index_jobs
 from service.jobs import reembed as reembed_jobs
 from service.jobs import supervision
-from service.jobs.app import build_job_app, run_workers
-from service.llm.client import LLMClient
+from service.jobs.app import run_workers
 from service.storage import migrate
-from service.storage.db import Database, libpq_url, start_embedded
 
 log = logging.getLogger(__name__)
 
@@ -44,59 +40,32 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         observability.configure_logging(settings.log_format)
-        server: Any = None
-        if settings.database_url:
-            url = settings.database_url
-        else:
-            url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
-        await asyncio.to_thread(migrate.upgrade, url)
-        db = Database.connect(url, server_settings=settings.server_settings())
-        own_encoder = encoder is None
-        if encoder is None:
-            enc = await asyncio.to_thread(
-                Encoder,
-                settings.embedding_model_path,
-                threads=settings.embedding_threads,
-                backend=settings.embedding_backend,
-                onnx_dir=settings.state_dir / "models",
-            )
-        else:
-            enc = encoder
-        llm = LLMClient(
-            base_url=settings.llm_base_url,
-            model=settings.llm_model,
-            api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-            timeout_s=settings.llm_timeout_s,
-            json_mode=settings.llm_json_mode,
-        )
-        jobs = build_job_app(libpq_url(url), max_attempts=settings.extraction_max_attempts)
-        workers: asyncio.Task[None] | None = None
-        async with jobs.open_async():
-            runtime = Runtime(settings=settings, db=db, encoder=enc, llm=llm, jobs=jobs)
-            await requeue_waiting_turns(runtime)
-            reembedding = await reembed_jobs.start(runtime, run_workers=settings.run_workers)
-            indexing = owner_index_jobs.start(runtime) if settings.run_workers else None
-            if settings.run_workers:
-                workers = asyncio.create_task(
-                    run_workers(runtime, concurrency=settings.worker_concurrency), name="workers"
-                )
-            app.state.runtime = runtime
-            try:
-                yield
-            finally:
-                app.state.runtime = None
-                await supervision.cancel(reembedding)
-                await supervision.cancel(indexing)
-                if workers is not None:
-                    workers.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await workers
-                await llm.aclose()
-                await db.dispose()
-                if own_encoder:
-                    enc.close()
-        if server is not None:
-            server.cleanup()
+        async with bootstrap.database_url(settings) as url:
+            await asyncio.to_thread(migrate.upgrade, url)
+            async with (
+                bootstrap.open_runtime(settings, url=url, encoder=encoder) as runtime,
+                runtime.jobs.open_async(),
+            ):
+                await requeue_waiting_turns(runtime)
+                reembedding = await reembed_jobs.start(runtime, run_workers=settings.run_workers)
+                indexing = owner_index_jobs.start(runtime) if settings.run_workers else None
+                workers: asyncio.Task[None] | None = None
+                if settings.run_workers:
+                    workers = asyncio.create_task(
+                        run_workers(runtime, concurrency=settings.worker_concurrency),
+                        name="workers",
+                    )
+                app.state.runtime = runtime
+                try:
+                    yield
+                finally:
+                    app.state.runtime = None
+                    await supervision.cancel(reembedding)
+                    await supervision.cancel(indexing)
+                    if workers is not None:
+                        workers.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await workers
 
     app = FastAPI(
         title="Memory service for Open WebUI",

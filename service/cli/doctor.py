@@ -15,6 +15,7 @@ the database, sends one tiny completion to the LLM and one GET to Open WebUI, ea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -67,22 +68,24 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
 
 
-async def _check_database(settings: Settings, timeout_s: float) -> tuple[list[Verdict], Any, Any]:
-    """Verdicts for the database, pgvector and migrations; the Database when reachable and
-    the embedded server's handle (keep it until the checks are done)."""
+async def _check_database(
+    settings: Settings, timeout_s: float, stack: contextlib.AsyncExitStack
+) -> tuple[list[Verdict], Any]:
+    """Verdicts for the database, pgvector and migrations, and the Database when reachable;
+    an embedded server started here runs until `stack` closes."""
     from alembic.script import ScriptDirectory
 
+    from service import bootstrap
     from service.storage import admin, migrate
-    from service.storage.db import Database, start_embedded
+    from service.storage.db import Database
 
-    server: Any = None
+    try:
+        url = await stack.enter_async_context(bootstrap.database_url(settings))
+    except MemoryServiceError as exc:
+        return [Verdict(FAIL, "database", _causes(exc))], None
     if settings.database_url:
-        url, where = settings.database_url, f"DATABASE_URL {_where(settings.database_url)}"
+        where = f"DATABASE_URL {_where(settings.database_url)}"
     else:
-        try:
-            url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
-        except MemoryServiceError as exc:
-            return [Verdict(FAIL, "database", _causes(exc))], None, None
         where = f"embedded in {settings.state_dir / 'pgdata'}"
     db = Database.connect(url, pool_size=1)
     try:
@@ -94,7 +97,6 @@ async def _check_database(settings: Settings, timeout_s: float) -> tuple[list[Ve
         return (
             [Verdict(FAIL, "database", f"cannot connect ({where}): {_causes(exc)}")],
             None,
-            server,
         )
     verdicts = [Verdict(OK, "database", f"PostgreSQL {facts.server_version} ({where})")]
     if facts.pgvector_version is None and facts.pgvector_available is None:
@@ -139,21 +141,15 @@ async def _check_database(settings: Settings, timeout_s: float) -> tuple[list[Ve
         )
     except Exception as exc:
         verdicts.append(Verdict(FAIL, "migrations", f"cannot read the revision: {_causes(exc)}"))
-    return verdicts, db, server
+    return verdicts, db
 
 
 async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
-    from service.embeddings.encoder import Encoder
+    from service import bootstrap
     from service.storage import vectors
 
     try:
-        encoder = await asyncio.to_thread(
-            Encoder,
-            settings.embedding_model_path,
-            threads=settings.embedding_threads,
-            backend=settings.embedding_backend,
-            onnx_dir=settings.state_dir / "models",
-        )
+        encoder = await asyncio.to_thread(bootstrap.build_encoder, settings)
     except Exception as exc:
         return [Verdict(FAIL, "embedding model", f"does not load: {_causes(exc)}")]
     try:
@@ -194,7 +190,8 @@ async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
 
 
 async def _check_llm(settings: Settings, timeout_s: float) -> list[Verdict]:
-    from service.llm.client import LLMClient, decode_json_answer
+    from service import bootstrap
+    from service.llm.client import decode_json_answer
 
     if not settings.llm_configured:
         return [
@@ -246,12 +243,9 @@ async def _check_llm(settings: Settings, timeout_s: float) -> list[Verdict]:
             )
     except (httpx.HTTPError, ValueError) as exc:
         return [Verdict(FAIL, "llm", f"{base} is unreachable: {_causes(exc)}")]
-    client = LLMClient(
-        base_url=base,
-        model=settings.llm_model,
-        api_key=key,
-        timeout_s=min(timeout_s, settings.llm_timeout_s),
-        json_mode=settings.llm_json_mode,
+    # the service's client, within the doctor's own limit per call
+    client = bootstrap.build_llm(
+        settings.model_copy(update={"llm_timeout_s": min(timeout_s, settings.llm_timeout_s)})
     )
     try:
         started = time.perf_counter()
@@ -330,23 +324,22 @@ async def run_checks(
         timeout_s: limit of each network call (database, LLM, Open WebUI), in seconds.
     """
     verdicts = [_check_bind(settings)]
-    db = server = None
-    try:
-        found, db, server = await _check_database(settings, timeout_s)
-        verdicts += found
-    except Exception as exc:
-        verdicts.append(Verdict(FAIL, "database", f"the check itself failed: {_causes(exc)}"))
-    try:
-        verdicts += await _check_embeddings(settings, db)
-    except Exception as exc:
-        verdicts.append(
-            Verdict(FAIL, "embedding model", f"the check itself failed: {_causes(exc)}")
-        )
-    finally:
-        if db is not None:
-            await db.dispose()
-        if server is not None:
-            server.cleanup()
+    db = None
+    async with contextlib.AsyncExitStack() as stack:  # the embedded server, if one started
+        try:
+            found, db = await _check_database(settings, timeout_s, stack)
+            verdicts += found
+        except Exception as exc:
+            verdicts.append(Verdict(FAIL, "database", f"the check itself failed: {_causes(exc)}"))
+        try:
+            verdicts += await _check_embeddings(settings, db)
+        except Exception as exc:
+            verdicts.append(
+                Verdict(FAIL, "embedding model", f"the check itself failed: {_causes(exc)}")
+            )
+        finally:
+            if db is not None:
+                await db.dispose()
     try:
         verdicts += await _check_llm(settings, timeout_s)
     except Exception as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import typer
@@ -70,20 +71,16 @@ def serve(
 @app.command()
 def migrate(verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
     """Apply database migrations and exit."""
+    from service import bootstrap
     from service.storage import migrate as migrations
-    from service.storage.db import start_embedded
+
+    async def upgrade(settings: Settings) -> None:
+        async with bootstrap.database_url(settings) as url:
+            await asyncio.to_thread(migrations.upgrade, url)
 
     try:
-        settings = Settings()
-        url, server = (
-            (settings.database_url, None)
-            if settings.database_url
-            else start_embedded(settings.state_dir)
-        )
-        migrations.upgrade(url)
+        asyncio.run(upgrade(Settings()))
         typer.echo("database is at the newest migration")
-        if server is not None:
-            server.cleanup()
     except MemoryServiceError as exc:
         fail(exc, verbose)
 

@@ -16,7 +16,6 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -119,7 +118,7 @@ def restore(
 async def _summarize(owners: list[Owner] | None, *, dry_run: bool, show_text: bool) -> RunReport:
     settings = Settings()
     console = Console(highlight=False, soft_wrap=True)
-    async with _runtime(settings, encoder=not dry_run) as rt:
+    async with _runtime(settings) as rt:
         if not dry_run and not rt.llm.configured:
             raise MemoryServiceError(
                 "the summarizer needs an LLM: set LLM_BASE_URL and LLM_MODEL (or use --dry-run)"
@@ -151,63 +150,25 @@ async def _summarize(owners: list[Owner] | None, *, dry_run: bool, show_text: bo
 
 
 async def _restore(memory_id: uuid.UUID) -> consolidation.RestoreResult:
-    async with _runtime(Settings(), encoder=False) as rt:
+    async with _runtime(Settings()) as rt:
         return await consolidation.restore(rt, memory_id=memory_id, actor="cli")
 
 
 @contextlib.asynccontextmanager
-async def _runtime(settings: Settings, *, encoder: bool) -> AsyncIterator[Runtime]:
-    """The service's parts for one command; the job queue is built but never opened."""
-    from service.embeddings.encoder import Encoder
-    from service.jobs.app import build_job_app
-    from service.llm.client import LLMClient
+async def _runtime(settings: Settings) -> AsyncIterator[Runtime]:
+    """The service's parts for one command, as the service builds them (service/bootstrap);
+    the job queue is built but never opened."""
+    from service import bootstrap
     from service.storage import migrate
-    from service.storage.db import Database, libpq_url, start_embedded
 
-    server: Any = None
-    if settings.database_url:
-        url = settings.database_url
-    else:
-        url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
-    try:
+    async with bootstrap.database_url(settings) as url:
         if not await asyncio.to_thread(migrate.is_at_head, url):
             raise MemoryServiceError(
                 "the database is not at the newest migration; run "
                 "`python -m service migrate` (or start the service) first"
             )
-        db = Database.connect(url, pool_size=2)
-        enc = (
-            await asyncio.to_thread(
-                Encoder, settings.embedding_model_path, threads=settings.embedding_threads
-            )
-            if encoder
-            else None
-        )
-        llm = LLMClient(
-            base_url=settings.llm_base_url,
-            model=settings.llm_model,
-            api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-            timeout_s=settings.llm_timeout_s,
-            json_mode=settings.llm_json_mode,
-        )
-        try:
-            # Dry runs and restores never embed, so they skip loading the model.
-            yield Runtime(
-                settings=settings,
-                db=db,
-                # no encoder for dry runs and restores: they never embed
-                encoder=enc,  # type: ignore[arg-type]
-                llm=llm,
-                jobs=build_job_app(libpq_url(url)),
-            )
-        finally:
-            await llm.aclose()
-            await db.dispose()
-            if enc is not None:
-                enc.close()
-    finally:
-        if server is not None:
-            server.cleanup()
+        async with bootstrap.open_runtime(settings, url=url, pool_size=2) as rt:
+            yield rt
 
 
 # --- output -------------------------------------------------------------------------------

@@ -7,12 +7,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from service import bootstrap
 from service.config import Settings
 from service.embeddings.encoder import Encoder
 from service.flows.runtime import Runtime
-from service.jobs.app import build_job_app
-from service.llm.client import LLMClient
-from service.storage.db import Database
 
 RuntimeFactory = Callable[..., Runtime]
 """`build(**env)`: a Runtime with those settings (values are stringified)."""
@@ -22,8 +20,8 @@ RuntimeFactory = Callable[..., Runtime]
 async def runtime_factory(
     database_url: str, encoder: Encoder, state_dir: Path, **defaults: Any
 ) -> AsyncIterator[RuntimeFactory]:
-    """Build Runtimes as the app does (pool with the read path's server settings, LLM client
-    from the settings, job app), closing them all on exit.
+    """Build Runtimes as the app does (service/bootstrap.build_runtime), with a two-connection
+    pool and the suite's shared encoder, closing them all on exit.
 
     Args:
         defaults: settings every Runtime gets (by alias, e.g. LLM_BASE_URL); `build(**env)`
@@ -37,17 +35,8 @@ async def runtime_factory(
             "MEMORY_STATE_DIR": str(state_dir),
             **{k: str(v) for k, v in (defaults | env).items()},
         }
-        settings = Settings(**values)
-        rt = Runtime(
-            settings=settings,
-            db=Database.connect(
-                database_url, pool_size=2, server_settings=settings.server_settings()
-            ),
-            encoder=encoder,
-            llm=LLMClient(
-                base_url=settings.llm_base_url, model=settings.llm_model, api_key=None, timeout_s=10
-            ),
-            jobs=build_job_app(database_url),
+        rt = bootstrap.build_runtime(
+            Settings(**values), url=database_url, encoder=encoder, pool_size=2
         )
         built.append(rt)
         return rt
@@ -56,5 +45,4 @@ async def runtime_factory(
         yield build
     finally:
         for rt in built:
-            await rt.llm.aclose()
-            await rt.db.dispose()
+            await bootstrap.close_runtime(rt)

@@ -1,0 +1,114 @@
+"""The one way to build the service's parts from `Settings`: the app's lifespan, every CLI
+command and the tests all start here, so a setting (the embedding backend, the database's
+server settings, the LLM's JSON mode, …) means the same wherever the service runs.
+
+An entry-point module: it may import every layer below the entry points (flows, storage,
+embeddings, llm, jobs' app factory); nothing below imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from service.config import Settings
+from service.embeddings.encoder import Encoder
+from service.flows.runtime import Runtime
+from service.jobs.app import build_job_app
+from service.llm.client import LLMClient
+from service.storage.db import Database, libpq_url, start_embedded
+
+
+def build_encoder(settings: Settings) -> Encoder:
+    """The embedding model of the settings (EMBEDDING_MODEL_PATH, EMBEDDING_BACKEND,
+    EMBEDDING_THREADS), its ONNX export kept in MEMORY_STATE_DIR/models. Blocking: loads the
+    model (seconds; the first start also exports it to ONNX) — call it in a thread."""
+    return Encoder(
+        settings.embedding_model_path,
+        threads=settings.embedding_threads,
+        backend=settings.embedding_backend,
+        onnx_dir=settings.state_dir / "models",
+    )
+
+
+def build_llm(settings: Settings) -> LLMClient:
+    """The OpenAI-compatible client of the settings (LLM_BASE_URL, LLM_MODEL, LLM_API_KEY,
+    LLM_TIMEOUT_S, LLM_JSON_MODE). Close it with `aclose()`."""
+    return LLMClient(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+        timeout_s=settings.llm_timeout_s,
+        json_mode=settings.llm_json_mode,
+    )
+
+
+@contextlib.asynccontextmanager
+async def database_url(settings: Settings) -> AsyncIterator[str]:
+    """DATABASE_URL, or else the embedded PostgreSQL in MEMORY_STATE_DIR/pgdata, started
+    here and stopped on exit (when this process started it).
+
+    Raises:
+        DatabaseUnavailable: the embedded server is missing or did not start.
+    """
+    if settings.database_url:
+        yield settings.database_url
+        return
+    url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
+    try:
+        yield url
+    finally:
+        server.cleanup()
+
+
+def build_runtime(
+    settings: Settings, *, url: str, encoder: Encoder, pool_size: int | None = None
+) -> Runtime:
+    """A Runtime on the database at `url`: connection pool with the read path's server
+    settings, `encoder`, the LLM client and the job app (built, not opened:
+    `async with rt.jobs.open_async()`). Close it with `close_runtime`.
+
+    Args:
+        pool_size: connections of the pool; None = the Database default (the service's).
+    """
+    pool: dict[str, Any] = {} if pool_size is None else {"pool_size": pool_size}
+    return Runtime(
+        settings=settings,
+        db=Database.connect(url, server_settings=settings.server_settings(), **pool),
+        encoder=encoder,
+        llm=build_llm(settings),
+        jobs=build_job_app(libpq_url(url), max_attempts=settings.extraction_max_attempts),
+    )
+
+
+async def close_runtime(rt: Runtime) -> None:
+    """Close what `build_runtime` opened (the encoder stays with whoever built it)."""
+    await rt.llm.aclose()
+    await rt.db.dispose()
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(
+    settings: Settings,
+    *,
+    url: str,
+    encoder: Encoder | None = None,
+    pool_size: int | None = None,
+) -> AsyncIterator[Runtime]:
+    """`build_runtime` for a `with` block, with `encoder` or else one built from the
+    settings (loaded in a thread, closed on exit)."""
+    if encoder is None:
+        enc, own = await asyncio.to_thread(build_encoder, settings), True
+    else:
+        enc, own = encoder, False
+    try:
+        rt = build_runtime(settings, url=url, encoder=enc, pool_size=pool_size)
+        try:
+            yield rt
+        finally:
+            await close_runtime(rt)
+    finally:
+        if own:
+            enc.close()
