@@ -38,9 +38,19 @@ async def open_runtime(
     url = settings.database_url
     if not url:
         url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
+    # LISTEN, session advisory locks, CREATE INDEX CONCURRENTLY and migrations need a direct
+    # connection; a pooler in transaction mode keeps none of them (docs/scaling.md)
+    direct = settings.listen_database_url or url
+    pooled = settings.database_pooler == "transaction"
     try:
-        await asyncio.to_thread(migrate.upgrade, url)
-        db = Database.connect(url, server_settings=settings.server_settings())
+        await asyncio.to_thread(migrate.upgrade, direct)
+        db = Database.connect(
+            url,
+            pool_size=settings.db_pool_size,
+            # a pooler does not pass libpq options on: queries then set what they need
+            # per transaction (storage.memories)
+            server_settings={} if pooled else settings.server_settings(),
+        )
         own_encoder = encoder is None
         enc = encoder or await asyncio.to_thread(
             Encoder,
@@ -56,10 +66,22 @@ async def open_runtime(
             timeout_s=settings.llm_timeout_s,
             json_mode=settings.llm_json_mode,
         )
-        jobs = build_job_app(libpq_url(url), max_attempts=settings.extraction_max_attempts)
+        jobs = build_job_app(
+            libpq_url(url),
+            max_attempts=settings.extraction_max_attempts,
+            pool_size=settings.jobs_pool_size,
+            pooled=pooled,
+        )
         try:
             async with jobs.open_async():
-                yield Runtime(settings=settings, db=db, encoder=enc, llm=llm, jobs=jobs)
+                yield Runtime(
+                    settings=settings,
+                    db=db,
+                    encoder=enc,
+                    llm=llm,
+                    jobs=jobs,
+                    direct_url=libpq_url(direct),
+                )
         finally:
             await llm.aclose()
             await db.dispose()

@@ -13,12 +13,16 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from service.flows import cache_sync
+from service.flows import profile as profile_flow
+from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
 from service.flows.turns import requeue_waiting_turns
 from service.jobs import owner_indexes as owner_index_jobs
 from service.jobs import reembed as reembed_jobs
 from service.jobs import supervision
 from service.jobs.app import run_workers
+from service.storage.db import libpq_url
 
 __all__ = ["running"]
 
@@ -35,6 +39,14 @@ async def running(rt: Runtime, *, workers: bool) -> AsyncIterator[asyncio.Task[N
     Yields:
         The job workers' task (None when `workers` is False), for a caller that waits on it.
     """
+    listener = asyncio.create_task(
+        cache_sync.run_forever(
+            _direct_url(rt),
+            handlers=[profile_flow.invalidate, reminder_flow.invalidator(rt)],
+        ),
+        name="cache-notices",
+    )
+    await _until_listening(listener)
     await requeue_waiting_turns(rt)
     reembedding = await reembed_jobs.start(rt, run_workers=workers)
     indexing = owner_index_jobs.start(rt) if workers else None
@@ -51,3 +63,20 @@ async def running(rt: Runtime, *, workers: bool) -> AsyncIterator[asyncio.Task[N
         await supervision.cancel(reembedding)
         await supervision.cancel(indexing)
         await supervision.cancel(job_workers)
+        await supervision.cancel(listener)
+
+
+LISTEN_WAIT_S = 10.0
+"""How long a start waits for the cache-notice listener before going on without it (seconds):
+until it connects, cached content is not served (flows/cache_sync.py)."""
+
+
+def _direct_url(rt: Runtime) -> str:
+    return rt.direct_url or libpq_url(rt.db.engine.url.render_as_string(hide_password=False))
+
+
+async def _until_listening(listener: asyncio.Task[None]) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LISTEN_WAIT_S
+    while not cache_sync.connected() and not listener.done() and loop.time() < deadline:
+        await asyncio.sleep(0.02)
