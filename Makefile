@@ -30,7 +30,8 @@ install-dev: $(STAMP) ## the service plus the test, reliability and lint tools (
 run: $(RUN_STAMP) ## serve the API on 127.0.0.1 with embedded PostgreSQL and in-process workers
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m service serve
 
-test: $(STAMP) ## the whole test suite
+test: $(STAMP) ## the whole test suite (installs Debian's pgbouncer for the pooler test if missing)
+	bash scripts/ensure-pgbouncer.sh
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest
 
 LINT_PATHS := service filter tests bench migrations
