@@ -9,7 +9,7 @@ TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install install-dev run test test-unit replay bench clean lint
+.PHONY: install install-dev run scale test test-unit replay bench clean lint
 
 # The service alone: no torch (scripts/install.sh says why).
 $(RUN_STAMP): pyproject.toml scripts/install.sh
@@ -55,6 +55,9 @@ bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-o
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.locomo_retrieval --data $(LOCOMO)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.latency_scale
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.ann_recall --data $(LOCOMO)
+
+scale: $(STAMP) ## one vs two API processes beside a worker, one vs two workers (bench/results/scale.*)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.scale
 
 clean: ## remove the virtual environment and local state
 	rm -rf $(VENV) .state

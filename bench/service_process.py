@@ -131,6 +131,13 @@ class ServiceProcess:
         self.starts += 1
 
     @property
+    def pid(self) -> int:
+        """Process id of the running child."""
+        if self._process is None:
+            raise RuntimeError("the service is not running")
+        return self._process.pid
+
+    @property
     def running(self) -> bool:
         """True while the child process has not exited."""
         return self._process is not None and self._process.poll() is None

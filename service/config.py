@@ -317,6 +317,12 @@ class Settings(BaseSettings):
         """True when extraction has an endpoint and a model."""
         return bool(self.llm_base_url and self.llm_model)
 
+    def connection_budget(self) -> int:
+        """Most PostgreSQL connections one service process opens: the pool and as many
+        overflow, the job queue's pool, the cache-notice listener and the per-owner index
+        refresh (docs/scaling.md sets this against `max_connections`)."""
+        return 2 * self.db_pool_size + self.jobs_pool_size + 2
+
     def server_settings(self) -> dict[str, str]:
         """PostgreSQL settings every pooled connection starts with (storage.db.create_engine).
 

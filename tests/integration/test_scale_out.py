@@ -21,11 +21,13 @@ import psycopg
 import pytest
 
 from bench.service_process import ServiceProcess, free_port
+from service.config import Settings
 from tests.reliability.support import echo_fact
 from tests.support.extraction_replies import new_user_message
 from tests.support.llm_stub import LLMStub
 
 TURNS = 12
+CONNECTIONS = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
 DEADLINE_S = 180.0
 
 
@@ -124,12 +126,16 @@ async def test_turns_sent_to_two_replicas_are_extracted_once_by_the_worker_proce
             tmp_path=tmp_path,
         )  # fmt: skip
         deadline = time.monotonic() + DEADLINE_S
+        most_connections = 0
         while time.monotonic() < deadline:
             done = _count(database_url, "SELECT count(*) FROM turns WHERE status = 'done'")
+            most_connections = max(most_connections, _count(database_url, CONNECTIONS) - 1)
             if done == TURNS:
                 break
             assert worker.running, worker.log_tail()
             await asyncio.sleep(0.2)
+        # three processes, each within its stated budget (the sampling connection not counted)
+        assert 0 < most_connections <= 3 * Settings().connection_budget(), most_connections
         assert done == TURNS, worker.log_tail()
         with psycopg.connect(database_url) as conn:
             facts = conn.execute(
