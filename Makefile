@@ -3,26 +3,35 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 # Extra pip options for the torch install only (e.g. a CPU-only wheel index).
 TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install run test test-unit replay bench clean lint typecheck
+.PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# CPU torch first: anything that pulls torch later must find it already installed.
+# The service alone: no torch (scripts/install.sh says why).
+$(RUN_STAMP): pyproject.toml scripts/install.sh
+	PYTHON=$(PYTHON) bash scripts/install.sh $(VENV) -e .
+	touch $(RUN_STAMP)
+
+# The tests add the torch reference backend: CPU torch first, so that nothing that pulls torch
+# later brings a CUDA build.
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/pip install $(TORCH_PIP_OPTS) "torch==2.13.0"
 	$(BIN)/pip install -e ".[test,reliability,dev]"
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the service
+install: $(RUN_STAMP) ## create .venv and install the service (no torch)
 
-run: $(STAMP) ## serve the API on 127.0.0.1 with embedded PostgreSQL and in-process workers
+install-dev: $(STAMP) ## the service plus the test, reliability and lint tools (with CPU torch)
+
+run: $(RUN_STAMP) ## serve the API on 127.0.0.1 with embedded PostgreSQL and in-process workers
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m service serve
 
-test: $(STAMP) ## the whole test suite
+test: $(STAMP) ## the whole test suite (installs Debian's pgbouncer for the pooler test if missing)
+	bash scripts/ensure-pgbouncer.sh
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest
 
 LINT_PATHS := service filter tests bench migrations
@@ -49,6 +58,9 @@ bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-o
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.locomo_retrieval --data $(LOCOMO)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.latency_scale
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.ann_recall --data $(LOCOMO)
+
+scale: $(STAMP) ## one vs two API processes beside a worker, one vs two workers (bench/results/scale.*)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.scale
 
 clean: ## remove the virtual environment and local state
 	rm -rf $(VENV) .state

@@ -57,6 +57,8 @@ class ServiceProcess:
         llm_model: `LLM_MODEL`.
         log_path: stdout and stderr of every start are appended here.
         env: further settings of the service (e.g. `{"MEMORY_BATCH_QUIET_S": "10"}`).
+        command: `serve` (HTTP API) or `worker` (job workers only, no HTTP: `wait_ready`
+            does not apply).
     """
 
     def __init__(
@@ -69,7 +71,9 @@ class ServiceProcess:
         llm_model: str,
         log_path: Path,
         env: dict[str, str] | None = None,
+        command: str = "serve",
     ) -> None:
+        self.command = command
         self.state_dir = state_dir
         self.port = port
         self.api_key = api_key
@@ -105,7 +109,7 @@ class ServiceProcess:
         return env
 
     def start(self) -> None:
-        """Start `python -m service serve` (returns at once; see `wait_ready`)."""
+        """Start `python -m service <command>` (returns at once; see `wait_ready`)."""
         if self.running:
             raise RuntimeError("the service is already running")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +120,7 @@ class ServiceProcess:
             # A new session: a Ctrl-C in the terminal reaches only the replay, which then
             # stops the service itself.
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "service", "serve"],
+                [sys.executable, "-m", "service", self.command],
                 cwd=REPO_ROOT,
                 env=self._environment(),
                 stdin=subprocess.DEVNULL,
@@ -125,6 +129,13 @@ class ServiceProcess:
                 start_new_session=True,
             )
         self.starts += 1
+
+    @property
+    def pid(self) -> int:
+        """Process id of the running child."""
+        if self._process is None:
+            raise RuntimeError("the service is not running")
+        return self._process.pid
 
     @property
     def running(self) -> bool:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 from service.config import Settings
 from service.embeddings.encoder import Encoder
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app
 from service.llm.client import LLMClient
+from service.storage import migrate
 from service.storage.db import Database, libpq_url, start_embedded
 
 
@@ -70,17 +70,38 @@ def build_runtime(
     settings, `encoder`, the LLM client and the job app (built, not opened:
     `async with rt.jobs.open_async()`). Close it with `close_runtime`.
 
+    Behind a pooler in transaction mode (MEMORY_DATABASE_POOLER=transaction) connections
+    start with no libpq options (queries set what they need per transaction) and the job
+    queue uses no prepared statements; what needs a session goes to `direct_url`
+    (MEMORY_LISTEN_DATABASE_URL, else `url`).
+
     Args:
-        pool_size: connections of the pool; None = the Database default (the service's).
+        pool_size: connections of the pool; None = MEMORY_DB_POOL_SIZE.
     """
-    pool: dict[str, Any] = {} if pool_size is None else {"pool_size": pool_size}
+    pooled = settings.database_pooler == "transaction"
     return Runtime(
         settings=settings,
-        db=Database.connect(url, server_settings=settings.server_settings(), **pool),
+        db=Database.connect(
+            url,
+            pool_size=settings.db_pool_size if pool_size is None else pool_size,
+            server_settings={} if pooled else settings.server_settings(),
+        ),
         encoder=encoder,
         llm=build_llm(settings),
-        jobs=build_job_app(libpq_url(url), max_attempts=settings.extraction_max_attempts),
+        jobs=build_job_app(
+            libpq_url(url),
+            max_attempts=settings.extraction_max_attempts,
+            pool_size=settings.jobs_pool_size,
+            pooled=pooled,
+        ),
+        direct_url=libpq_url(direct_url(settings, url)),
     )
+
+
+def direct_url(settings: Settings, url: str) -> str:
+    """The URL for what a pooler in transaction mode cannot carry: LISTEN, session advisory
+    locks, CREATE INDEX CONCURRENTLY, migrations (MEMORY_LISTEN_DATABASE_URL, else `url`)."""
+    return settings.listen_database_url or url
 
 
 async def close_runtime(rt: Runtime) -> None:
@@ -112,3 +133,22 @@ async def open_runtime(
     finally:
         if own:
             enc.close()
+
+
+@contextlib.asynccontextmanager
+async def open_service(
+    settings: Settings, *, encoder: Encoder | None = None
+) -> AsyncIterator[Runtime]:
+    """Everything a service process (`serve` or `worker`) needs: the database (DATABASE_URL or
+    the embedded one), migrations applied, the Runtime built and its job queue open.
+
+    Raises:
+        DatabaseUnavailable, ConfigurationError: the database or the model cannot be had.
+    """
+    async with database_url(settings) as url:
+        await asyncio.to_thread(migrate.upgrade, direct_url(settings, url))
+        async with (
+            open_runtime(settings, url=url, encoder=encoder) as runtime,
+            runtime.jobs.open_async(),
+        ):
+            yield runtime

@@ -6,6 +6,7 @@ import ipaddress
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,6 +30,36 @@ class Settings(BaseSettings):
         default=None,
         alias="DATABASE_URL",
         description="PostgreSQL URL with pgvector; unset = embedded PostgreSQL in the state dir.",
+    )
+    database_pooler: Literal["none", "transaction"] = Field(
+        default="none",
+        alias="MEMORY_DATABASE_POOLER",
+        description=(
+            "`transaction` when DATABASE_URL goes through a pooler in transaction mode "
+            "(PgBouncer): no libpq options, settings per transaction, jobs found by polling."
+        ),
+    )
+    listen_database_url: str | None = Field(
+        default=None,
+        alias="MEMORY_LISTEN_DATABASE_URL",
+        description=(
+            "A direct (not pooled) PostgreSQL URL for LISTEN (cache notices across processes); "
+            "unset = DATABASE_URL, which must then be direct."
+        ),
+    )
+    db_pool_size: int = Field(
+        default=10,
+        alias="MEMORY_DB_POOL_SIZE",
+        ge=1,
+        le=200,
+        description="Connections the service keeps open per process (plus as many overflow).",
+    )
+    jobs_pool_size: int = Field(
+        default=4,
+        alias="MEMORY_JOBS_POOL_SIZE",
+        ge=2,
+        le=100,
+        description="Connections of the job queue per process (procrastinate).",
     )
     host: str = Field(
         default="127.0.0.1",
@@ -285,6 +316,12 @@ class Settings(BaseSettings):
     def llm_configured(self) -> bool:
         """True when extraction has an endpoint and a model."""
         return bool(self.llm_base_url and self.llm_model)
+
+    def connection_budget(self) -> int:
+        """Most PostgreSQL connections one service process opens: the pool and as many
+        overflow, the job queue's pool, the cache-notice listener and the per-owner index
+        refresh (docs/scaling.md sets this against `max_connections`)."""
+        return 2 * self.db_pool_size + self.jobs_pool_size + 2
 
     def server_settings(self) -> dict[str, str]:
         """PostgreSQL settings every pooled connection starts with (storage.db.create_engine).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -15,12 +14,7 @@ from service.api.deps import require_key
 from service.api.routes import admin, chat, health, memories, reminders
 from service.config import Settings
 from service.embeddings.encoder import Encoder
-from service.flows.turns import requeue_waiting_turns
-from service.jobs import owner_indexes as owner_index_jobs
-from service.jobs import reembed as reembed_jobs
-from service.jobs import supervision
-from service.jobs.app import run_workers
-from service.storage import migrate
+from service.jobs import background
 
 log = logging.getLogger(__name__)
 
@@ -32,40 +26,24 @@ inlet and `POST /v1/turns` in its outlet; users' memories are managed under
 def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI:
     """The service as an ASGI app.
 
-    Nothing connects or loads at call time: the lifespan starts PostgreSQL (embedded unless
-    DATABASE_URL is set), applies migrations, loads the embedding model (unless `encoder` is
-    given, as tests do to share one), opens the job queue and starts the in-process workers.
+    Nothing connects or loads at call time: the lifespan builds the Runtime
+    (`bootstrap.open_service`: PostgreSQL, embedded unless DATABASE_URL is set, migrations, the
+    embedding model unless `encoder` is given, as tests do to share one, the job queue) and
+    starts the in-process workers unless MEMORY_RUN_WORKERS=false (`jobs.background`).
     """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         observability.configure_logging(settings.log_format)
-        async with bootstrap.database_url(settings) as url:
-            await asyncio.to_thread(migrate.upgrade, url)
-            async with (
-                bootstrap.open_runtime(settings, url=url, encoder=encoder) as runtime,
-                runtime.jobs.open_async(),
-            ):
-                await requeue_waiting_turns(runtime)
-                reembedding = await reembed_jobs.start(runtime, run_workers=settings.run_workers)
-                indexing = owner_index_jobs.start(runtime) if settings.run_workers else None
-                workers: asyncio.Task[None] | None = None
-                if settings.run_workers:
-                    workers = asyncio.create_task(
-                        run_workers(runtime, concurrency=settings.worker_concurrency),
-                        name="workers",
-                    )
-                app.state.runtime = runtime
-                try:
-                    yield
-                finally:
-                    app.state.runtime = None
-                    await supervision.cancel(reembedding)
-                    await supervision.cancel(indexing)
-                    if workers is not None:
-                        workers.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await workers
+        async with (
+            bootstrap.open_service(settings, encoder=encoder) as runtime,
+            background.running(runtime, workers=settings.run_workers),
+        ):
+            app.state.runtime = runtime
+            try:
+                yield
+            finally:
+                app.state.runtime = None
 
     app = FastAPI(
         title="Memory service for Open WebUI",

@@ -7,7 +7,7 @@ import logging
 
 import typer
 
-from service.cli import doctor, openwebui, summarize, turns
+from service.cli import doctor, openwebui, summarize, turns, worker
 from service.cli.failures import fail
 from service.config import Settings
 from service.errors import MemoryServiceError
@@ -38,7 +38,8 @@ def serve(
     port: int | None = typer.Option(None, help="Port (default MEMORY_PORT)."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Tracebacks and debug logs."),
 ) -> None:
-    """Run the API and the job workers (embedded PostgreSQL unless DATABASE_URL is set)."""
+    """Run the API and, unless MEMORY_RUN_WORKERS=false, the job workers (embedded PostgreSQL
+    unless DATABASE_URL is set)."""
     import uvicorn
 
     from service.api.app import create_app
@@ -95,6 +96,7 @@ app.add_typer(openwebui.app, name="openwebui")
 app.command("summarize")(summarize.summarize)
 app.command("restore")(summarize.restore)
 app.command("doctor")(doctor.doctor)
+app.command("worker")(worker.worker)
 app.add_typer(turns.app, name="turns")
 
 

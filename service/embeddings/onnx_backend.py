@@ -1,7 +1,9 @@
 """ONNX Runtime backend: tokenizers + onnxruntime + numpy, no torch at query time.
 
-The ONNX file is exported once from the sentence-transformers folder with
-`torch.onnx.export` (opset 17) and kept next to the service's state; mean pooling over the
+The ONNX file is made once from the sentence-transformers folder and kept next to the
+service's state: a BERT model (the bundled all-MiniLM-L6-v2) is written straight from its
+safetensors weights by `onnx_graph` (no torch needed, 0.5 s); any other architecture is exported
+with `torch.onnx.export` (opset 17), which needs the `torch` extra. Mean pooling over the
 attention mask and L2 normalisation follow the model's own modules.json
 (Transformer → Pooling(mean) → Normalize).
 """
@@ -17,18 +19,50 @@ from pathlib import Path
 
 import numpy as np
 
+from service.embeddings import onnx_graph
+from service.errors import ConfigurationError
+
 log = logging.getLogger(__name__)
 
 MAX_SEQ_TOKENS = 256
 
 
 def ensure_onnx(model_dir: Path, target: Path) -> Path:
-    """Export `model_dir` to ONNX at `target` unless it is already there; returns `target`."""
+    """Write `model_dir` as ONNX at `target` unless it is already there; returns `target`.
+
+    Raises:
+        ConfigurationError: the model is not BERT and torch (the `torch` extra) is missing.
+    """
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    log.info("exporting the embedding model to ONNX (once): %s", target)
-    import torch
+    log.info("writing the embedding model as ONNX (once): %s", target)
+    # write to a temp file and rename: a half-written model must never be loaded
+    handle, tmp = tempfile.mkstemp(suffix=".onnx", dir=target.parent)
+    os.close(handle)
+    try:
+        if onnx_graph.supported(model_dir):
+            import onnx
+
+            onnx.save(onnx_graph.build_bert_onnx(model_dir), tmp)
+        else:
+            _export_with_torch(model_dir, tmp)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    os.replace(tmp, target)
+    return target
+
+
+def _export_with_torch(model_dir: Path, tmp: str) -> None:
+    """Export a model `onnx_graph` cannot write, with torch (the `torch` extra)."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{model_dir} is not a BERT model, so exporting it to ONNX needs torch: "
+            "pip install 'openwebui-memory-banks[torch]'"
+        ) from exc
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(str(model_dir), local_files_only=True).eval()
@@ -46,9 +80,6 @@ def ensure_onnx(model_dir: Path, target: Path) -> Path:
 
     ids = torch.ones((1, 8), dtype=torch.long)
     axes = {0: "batch", 1: "tokens"}
-    # write to a temp file and rename: a half-written model must never be loaded
-    handle, tmp = tempfile.mkstemp(suffix=".onnx", dir=target.parent)
-    os.close(handle)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer notes about shapes fixed at export time
         torch.onnx.export(
@@ -66,8 +97,6 @@ def ensure_onnx(model_dir: Path, target: Path) -> Path:
             opset_version=17,
             dynamo=False,
         )
-    os.replace(tmp, target)
-    return target
 
 
 class OnnxModel:

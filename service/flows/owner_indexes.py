@@ -59,7 +59,8 @@ async def refresh(rt: Runtime) -> RefreshResult:
     """
     threshold = rt.settings.ann_min_memories
     model, dimension = rt.encoder.model_name, rt.encoder.dimension
-    url = libpq_url(rt.db.engine.url.render_as_string(hide_password=False))
+    # a session advisory lock and CREATE INDEX CONCURRENTLY: a direct connection, not a pooler
+    url = rt.direct_url or libpq_url(rt.db.engine.url.render_as_string(hide_password=False))
     built: list[str] = []
     dropped: list[str] = []
     failed: list[str] = []

@@ -14,8 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import profile as policy
 from service.core.profile import ProfileView
+from service.flows import cache_sync
 from service.flows.runtime import Runtime
 from service.storage import memories, profiles
+from service.storage.notifications import PROFILE_CHANGE, Change
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +88,26 @@ async def request_refresh(rt: Runtime, *, user_id: str) -> None:
 
 
 # Last profile text read per (user, view), for the inlet's degraded path only (the database
-# is too slow to ask). Entries live 60 s and are dropped at once when this process withdraws
-# a profile; the normal path always reads the database.
+# is too slow to ask). Entries live 60 s and are dropped at once when any service process
+# writes or withdraws that user's profile (a NOTIFY, flows/cache_sync.py); the normal path
+# always reads the database.
 _recent: TTLCache[tuple[str, str], str] = TTLCache(maxsize=5_000, ttl=60)
 
 
 def cached_profile(*, user_id: str, collaborative: bool) -> str | None:
-    """The profile text read for this user and view in the last minute, if any."""
+    """The profile text read for this user and view in the last minute, if any — never while
+    this process may have missed a withdrawal (its change listener is not connected)."""
+    if not cache_sync.connected():
+        return None
     return _recent.get((user_id, policy.view_for(collaborative=collaborative).value))
+
+
+def invalidate(change: Change | None) -> None:
+    """`cache_sync` handler: a user's profile changed somewhere (None: drop every text)."""
+    if change is None:
+        _recent.clear()
+    elif change.kind == PROFILE_CHANGE:
+        drop_cached(change.user_id)
 
 
 def drop_cached(user_id: str) -> None:
@@ -113,11 +127,13 @@ async def read_profile(
 ) -> str | None:
     """`profile_for` within the caller's unit of work."""
     view = policy.view_for(collaborative=collaborative)
+    seen = cache_sync.epoch()
     found = await profiles.get(session, user_id=user_id, view=view.value)
     if found is None:
         _recent.pop((user_id, view.value), None)
         return None
-    _recent[(user_id, view.value)] = found.content
+    if cache_sync.epoch() == seen:  # else a withdrawal came in meanwhile: don't cache the old
+        _recent[(user_id, view.value)] = found.content
     if datetime.now(UTC) - found.built_at > timedelta(hours=rt.settings.profile_refresh_hours):
         _background(request_refresh(rt, user_id=user_id))  # user returns after a while
     return found.content

@@ -19,8 +19,10 @@ from service.core import reminders as policy
 from service.core.records import ChatContext, ChatKind
 from service.core.reminders import Reminder, ReminderState, RequestOutcome, TriggerKind
 from service.errors import InvalidInput, ReminderNotFound
+from service.flows import cache_sync
 from service.flows.runtime import Runtime
 from service.storage import reminders
+from service.storage.notifications import REMINDERS_CHANGE, Change
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +109,9 @@ async def _fire(
     now: datetime,
     key: str,
 ) -> list[Reminder]:
-    if user_id in rt.reminders_none_pending:
+    if user_id in rt.reminders_none_pending and cache_sync.connected():
         return []  # most users have no reminder waiting: no query on their inlets
+    seen = cache_sync.epoch()
     model = rt.encoder.model_name
     # reminders set from now on get this model's vectors when stored: one check per user and
     # hour keeps a query off most inlets
@@ -135,7 +138,8 @@ async def _fire(
             chat_id=chat.chat_id,
             except_key=key,
         )
-        if not await reminders.has_pending(session, user_id=user_id):
+        # unless a reminder was set meanwhile (by any process: its notice advanced the epoch)
+        if not await reminders.has_pending(session, user_id=user_id) and cache_sync.epoch() == seen:
             rt.reminders_none_pending[user_id] = True
     due.sort(key=lambda r: (r.due_at or r.created_at, r.seq))
     return due
@@ -357,3 +361,15 @@ async def forget_command(rt: Runtime, *, chat: ChatContext, token: str) -> str:
         f"{commands.escape_markdown(policy.describe_trigger(found, zone))} · "
         f"{commands.escape_markdown(found.content)}"
     )
+
+
+def invalidator(rt: Runtime) -> cache_sync.Handler:
+    """`cache_sync` handler of `rt`'s "no reminder pending" set."""
+
+    def invalidate(change: Change | None) -> None:
+        if change is None:
+            rt.reminders_none_pending.clear()
+        elif change.kind == REMINDERS_CHANGE:
+            rt.reminders_none_pending.pop(change.user_id, None)
+
+    return invalidate

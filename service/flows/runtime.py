@@ -28,6 +28,9 @@ class Runtime:
     encoder: Encoder
     llm: LLMClient
     jobs: procrastinate.App
+    #: libpq URL of a direct (not pooled) connection: cache notices, per-owner index builds;
+    #: None = the engine's own URL
+    direct_url: str | None = None
     relevance_cache: RelevanceCache = field(default_factory=RelevanceCache)
     #: which banks have their own indexes (catalog read at most every 30 s)
     owner_indexes: IndexRegistry = field(default_factory=IndexRegistry)

@@ -30,14 +30,25 @@ STALLED_AFTER_S = 30.0
 """A worker without a heartbeat for this long is dead (procrastinate's default is 30 s)."""
 
 
-def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
+def build_job_app(
+    conninfo: str, *, max_attempts: int = 5, pool_size: int = 4, pooled: bool = False
+) -> procrastinate.App:
     """A procrastinate App on `conninfo` (libpq URL) with the service's tasks registered.
 
     Args:
         max_attempts: tries of an extraction job before its turn is marked failed; waits
             grow as 2 ** (attempt + 1) seconds.
+        pool_size: connections of the queue's pool (fixed size).
+        pooled: `conninfo` goes through a pooler in transaction mode: no prepared statements
+            (a later transaction may land on another server connection); workers then poll
+            instead of LISTEN (`run_workers`).
     """
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
+    connect_kwargs: dict[str, Any] = {"prepare_threshold": None} if pooled else {}
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(
+            conninfo=conninfo, min_size=pool_size, max_size=pool_size, kwargs=connect_kwargs
+        )
+    )
 
     retry = procrastinate.RetryStrategy(max_attempts=max_attempts, exponential_wait=2)
 
@@ -114,6 +125,8 @@ async def run_workers(rt: Runtime, *, concurrency: int) -> None:
                 install_signal_handlers=False,
                 additional_context={"runtime": rt},
                 fetch_job_polling_interval=1.0,
+                # behind a pooler in transaction mode LISTEN is lost: poll only
+                listen_notify=rt.settings.database_pooler != "transaction",
                 shutdown_graceful_timeout=10.0,
                 delete_jobs="successful",
             ),

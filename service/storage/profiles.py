@@ -11,6 +11,8 @@ from sqlalchemy import bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.storage import notifications
+from service.storage.notifications import PROFILE_CHANGE
 from service.storage.tables import ProfileRow
 
 
@@ -66,6 +68,7 @@ async def put(session: AsyncSession, *, profile: Profile) -> None:
             set_={k: v for k, v in values.items() if k not in ("user_id", "view")},
         )
     )
+    await notifications.notify(session, kind=PROFILE_CHANGE, user_ids=[profile.user_id])
 
 
 async def remove(session: AsyncSession, *, user_id: str, view: str) -> None:
@@ -73,11 +76,13 @@ async def remove(session: AsyncSession, *, user_id: str, view: str) -> None:
     await session.execute(
         delete(ProfileRow).where(ProfileRow.user_id == user_id, ProfileRow.view == view)
     )
+    await notifications.notify(session, kind=PROFILE_CHANGE, user_ids=[user_id])
 
 
 async def remove_user(session: AsyncSession, *, user_id: str) -> None:
     """Delete every profile of a user (their account was deleted)."""
     await session.execute(delete(ProfileRow).where(ProfileRow.user_id == user_id))
+    await notifications.notify(session, kind=PROFILE_CHANGE, user_ids=[user_id])
 
 
 async def withdraw_using(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> list[str]:
@@ -87,7 +92,9 @@ async def withdraw_using(session: AsyncSession, *, memory_ids: Sequence[uuid.UUI
         .where(ProfileRow.source_ids.overlap(list(memory_ids)))
         .returning(ProfileRow.user_id)
     )
-    return sorted(set((await session.execute(stmt)).scalars()))
+    users = sorted(set((await session.execute(stmt)).scalars()))
+    await notifications.notify(session, kind=PROFILE_CHANGE, user_ids=users)
+    return users
 
 
 async def exists_any(session: AsyncSession, *, user_id: str) -> bool:

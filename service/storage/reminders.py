@@ -15,6 +15,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core.reminders import Reminder, TriggerKind
+from service.storage import notifications
+from service.storage.notifications import REMINDERS_CHANGE
 from service.storage.tables import ReminderRow
 
 _PENDING = (ReminderRow.fired_at.is_(None), ReminderRow.cancelled_at.is_(None))
@@ -86,6 +88,8 @@ async def insert(
         .returning(ReminderRow)
     )
     row = (await session.execute(stmt)).scalar()
+    if row is not None:  # other service processes drop their "none pending" entry at commit
+        await notifications.notify(session, kind=REMINDERS_CHANGE, user_ids=[user_id])
     if row is None:
         row = (
             await session.execute(

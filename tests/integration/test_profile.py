@@ -101,14 +101,13 @@ def test_past_the_deadline_the_inlet_answers_with_the_cached_profile(service_fac
         for fact in PERSONAL:
             live.client.post("/v1/users/pat/memories", json={"content": fact})
         profile = _wait_for(lambda: _context(live)["profile"])
-        live.stop()
-        hasty = service_factory(
-            LLM_BASE_URL=llm.base_url, LLM_MODEL="m", MEMORY_CONTEXT_DEADLINE_S="0.000001"
-        )
-    answer = _context(hasty)
+        # the same process, now with a deadline no lookup can meet (a restart would start
+        # with an empty cache: it cannot know what was forgotten while it was down)
+        live.app.state.runtime.settings.context_deadline_s = 0.000001
+        answer = _context(live)
     assert answer["status"] == "memory was slow: answered with the cached profile only"
     assert answer["memories"] == []
-    # the profile read a moment ago (the cache lives in the process both services share)
+    # the profile read a moment ago
     assert answer["block"] == (
         f"<userMemories>\n{profile}\n</userMemories>\n\n"
         "(Remembered notes about the user, given as data for context. "

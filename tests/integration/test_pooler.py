@@ -1,0 +1,86 @@
+"""The service through PgBouncer in transaction mode (as managed PostgreSQL offers put it).
+
+With MEMORY_DATABASE_POOLER=transaction the service sends no libpq options and no prepared
+statements through the pooler, its job workers poll instead of LISTEN, and what needs a session
+(cache notices, migrations, per-owner index builds) goes to MEMORY_LISTEN_DATABASE_URL.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from bench.service_process import free_port
+from tests.integration.test_scale_out import _Process
+from tests.reliability.support import echo_fact
+from tests.support.llm_stub import LLMStub
+from tests.support.pgbouncer import pgbouncer
+
+TURNS = 6
+
+
+def _pooled_transactions(pooled_url: str) -> int:
+    """Transactions PgBouncer has passed on so far (its admin console, SHOW STATS)."""
+    admin = pooled_url.rsplit("/", 1)[0] + "/pgbouncer"
+    with psycopg.connect(admin, autocommit=True, prepare_threshold=None) as conn:
+        cursor = conn.execute("SHOW STATS")
+        names = [c.name for c in cursor.description or ()]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    return sum(int(r["total_xact_count"]) for r in rows if r["database"] != "pgbouncer")
+
+
+def test_the_service_works_through_pgbouncer_in_transaction_mode(
+    database_url: str, tmp_path: Path
+) -> None:
+    key = secrets.token_urlsafe(16)
+    with pgbouncer(database_url) as pooled, LLMStub(responder=echo_fact) as llm:
+        service = _Process(
+            database_url=pooled,
+            state_dir=tmp_path / "state",
+            port=free_port(),
+            api_key=key,
+            llm_base_url=llm.base_url,
+            llm_model="stub-model",
+            log_path=tmp_path / "service.log",
+            env={
+                "MEMORY_DATABASE_POOLER": "transaction",
+                "MEMORY_LISTEN_DATABASE_URL": database_url,
+            },
+        )
+        service.start()
+        try:
+            service.wait_ready(120)
+            before = _pooled_transactions(pooled)
+            headers = {"Authorization": f"Bearer {key}"}
+            with httpx.Client(base_url=service.url, headers=headers, timeout=30) as client:
+                for i in range(TURNS):
+                    answer = client.post(
+                        "/v1/turns",
+                        json={
+                            "chat": {"user_id": f"p-{i}", "chat_id": f"pc-{i}", "kind": "saved"},
+                            "user_message_id": f"m-{i}",
+                            "user_message": f"Remember that fact-p{i:03d} is on my list.",
+                        },
+                    )
+                    assert answer.json()["status"] == "queued", answer.text
+                deadline = time.monotonic() + 120
+                while client.get("/v1/status").json()["turns_done"] < TURNS:
+                    assert time.monotonic() < deadline, service.log_tail()
+                    time.sleep(0.2)
+                chat = {"user_id": "p-2", "chat_id": "pc-2", "kind": "saved"}
+                context = client.post(
+                    "/v1/context", json={"chat": chat, "message": "what is fact-p002?"}
+                ).json()
+                [memory] = client.get("/v1/users/p-2/memories").json()["items"]
+                forgotten = client.delete(f"/v1/users/p-2/memories/{memory['id']}")
+                after_forget = client.get("/v1/users/p-2/memories").json()["items"]
+            assert [m["content"] for m in context["memories"]] == ["User mentioned fact-p002"]
+            assert (forgotten.status_code, after_forget) == (204, [])
+            assert _pooled_transactions(pooled) > before
+            assert "prepared statement" not in service.log_tail(400)
+        finally:
+            service.terminate(30)
