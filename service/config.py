@@ -41,6 +41,15 @@ class Settings(BaseSettings):
         alias="MEMORY_API_KEY",
         description="Bearer key the filter must send; unset = generated once into the state dir.",
     )
+    max_body_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        alias="MEMORY_MAX_BODY_BYTES",
+        gt=0,
+        description=(
+            "Largest request body accepted, in bytes (413 beyond); the default leaves room for "
+            "a turn with six long messages."
+        ),
+    )
 
     # --- LLM for extraction ------------------------------------------------------------
     llm_base_url: str | None = Field(
