@@ -17,6 +17,7 @@ from service.api.guard import RequestGuard
 from service.api.routes import admin, chat, health, memories, reminders
 from service.config import Settings
 from service.embeddings.encoder import Encoder
+from service.flows.ids import install_short_id_key
 from service.flows.runtime import Runtime
 from service.flows.turns import requeue_waiting_turns
 from service.jobs import owner_indexes as owner_index_jobs
@@ -51,6 +52,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
             url, server = await asyncio.to_thread(start_embedded, settings.state_dir)
         await asyncio.to_thread(migrate.upgrade, url)
         db = Database.connect(url, server_settings=settings.server_settings())
+        await install_short_id_key(db)
         own_encoder = encoder is None
         enc = encoder or await asyncio.to_thread(
             Encoder,
