@@ -225,7 +225,8 @@ HELP_TEXT = """**Memory commands**
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
 
-Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. To set a reminder,
+Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. Commands work in
+temporary chats too; only learning by itself never happens there. To set a reminder,
 just ask in a chat: “remind me on Friday to call the vet” or “remind me when we talk about
 the garden to buy seeds”."""
 
