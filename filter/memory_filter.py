@@ -112,6 +112,7 @@ class Filter:
 
     def __init__(self) -> None:
         self.valves = self.Valves()
+        guard_task_transcripts()
 
     async def inlet(
         self,
@@ -124,6 +125,7 @@ class Filter:
         __request__: Any = None,
     ) -> dict[str, Any]:
         """Add the service's memory block to the system message; never fail the turn."""
+        guard_task_transcripts()
         try:
             await _recall_into(
                 body,
@@ -199,6 +201,9 @@ async def _recall_into(
     """Run the inlet: classify, switch native memory off, fetch and inject the block."""
     chat_id = chat_id if isinstance(chat_id, str) and chat_id else metadata.get("chat_id")
     kind = classify_chat(chat_id, metadata)
+    if kind == "task":
+        _strip_task_request(body)
+        return
     sender = _sender_of(user)
     if kind in _KINDS_WITHOUT_COMMANDS or sender is None:
         return
@@ -404,6 +409,125 @@ def _recalled_status(memory_count: int) -> str:
     return "Recalled what I know about you"
 
 
+# --- background tasks ------------------------------------------------------------------------
+
+#: Where Open WebUI 0.12 renders a chat's transcript into the prompt of a background task
+#: (title, tags, follow-ups, queries, autocomplete, context compaction). Filters do not run on
+#: task requests (CONTRACT §2b), so the filter wraps these functions, looked up as module
+#: globals at call time: (module, function, position of the messages argument).
+_TASK_TRANSCRIPT_HOOKS = (
+    ("open_webui.utils.task", "replace_messages_variable", 1),
+    ("open_webui.utils.task", "get_last_user_message", 0),
+    ("open_webui.utils.context_compaction", "replace_messages_variable", 1),
+    ("open_webui.utils.context_compaction", "get_last_user_message", 0),
+)
+#: First line of each part of the block the service renders (service/core/ranking.py
+#: render_block); the filter always appends the block last, so a system message is cut there.
+MEMORY_BLOCK_OPENERS = ("<userMemories>", "I recall the following about you:")
+
+
+def guard_task_transcripts() -> int:
+    """Wrap Open WebUI's task-prompt helpers so tasks never see memories; return how many.
+
+    Idempotent: a wrapper from this very filter module is left alone; one from an earlier load
+    of the filter is replaced (the original is kept on `__memory_banks_original__`). Never
+    raises: without Open WebUI, or with other helper names, nothing is wrapped.
+    """
+    wrapped = 0
+    for module_name, name, position in _TASK_TRANSCRIPT_HOOKS:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:
+            continue
+        current = getattr(module, name, None)
+        if not callable(current):
+            continue
+        if getattr(current, "__memory_banks_guard__", None) is not _guarded_transcript:
+            original = getattr(current, "__memory_banks_original__", current)
+            setattr(module, name, _guarded_transcript(original, position))
+        wrapped += 1
+    return wrapped
+
+
+def _guarded_transcript(original: Callable[..., Any], position: int) -> Callable[..., Any]:
+    """`original` called with its messages argument passed through task_transcript."""
+
+    @functools.wraps(original)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        arguments = list(args)
+        if len(arguments) > position:
+            messages = arguments[position]
+            arguments[position] = task_transcript(messages)
+        else:
+            messages = kwargs.get("messages")
+            if "messages" in kwargs:
+                kwargs["messages"] = task_transcript(messages)
+        result = original(*arguments, **kwargs)
+        if result is None and original.__name__ == "get_last_user_message" and messages:
+            return ""  # `{{prompt}}` of a chat that held only commands: empty, not an error
+        return result
+
+    guarded.__memory_banks_guard__ = _guarded_transcript  # type: ignore[attr-defined]
+    guarded.__memory_banks_original__ = original  # type: ignore[attr-defined]
+    return guarded
+
+
+def task_transcript(messages: Any) -> Any:
+    """A copy of `messages` without /memory turns, their answers and the memory block.
+
+    Every user message that is a /memory command is dropped together with the assistant and
+    tool messages that answer it; system messages lose the block this filter appended (and
+    are dropped when nothing else is left). Anything but a list is returned as is.
+    """
+    if not isinstance(messages, list):
+        return messages
+    kept: list[Any] = []
+    in_command = False
+    for message in messages:
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "user":
+            in_command = is_memory_command(_text_of(message.get("content")))
+        if in_command:
+            continue
+        if role == "system":
+            message = _without_memory_block(message)
+            if message is None:
+                continue
+        kept.append(message)
+    return kept
+
+
+def _without_memory_block(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The system message cut before the memory block; None when nothing else remains."""
+    content = message.get("content")
+    if isinstance(content, str):
+        cut = _cut_block(content)
+        return {**message, "content": cut} if cut else None
+    if isinstance(content, list):
+        parts: list[Any] = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                cut = _cut_block(part["text"])
+                if cut:
+                    parts.append({**part, "text": cut})
+            else:
+                parts.append(part)
+        return {**message, "content": parts} if parts else None
+    return message
+
+
+def _cut_block(text: str) -> str:
+    starts = [i for i in (text.find(opener) for opener in MEMORY_BLOCK_OPENERS) if i >= 0]
+    return text[: min(starts)].rstrip() if starts else text
+
+
+def _strip_task_request(body: dict[str, Any]) -> None:
+    """A task request that does reach the inlet: remove memories from it, add none."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        messages[:] = task_transcript(messages)
+
+
 # --- outlet ----------------------------------------------------------------------------------
 
 
@@ -570,6 +694,7 @@ async def _chat_context(
         folder_id, reason = await _saved_chat_facts(
             str(chat_id), sender_id=user_id, metadata_folder_id=metadata_folder_id
         )
+    folder_id = await _folder_of_member(folder_id, user_id)
     chat: dict[str, Any] = {"user_id": user_id}
     if user_name:
         chat["user_name"] = user_name
@@ -622,6 +747,31 @@ async def _saved_chat_facts(
         log.warning("share or folder lookup failed, treating the chat as shared: %r", exc)
         return folder_id, "lookup_failed"
     return folder_id, "folder_shared" if shared else None
+
+
+async def _folder_of_member(folder_id: str | None, user_id: str) -> str | None:
+    """`folder_id` when `user_id` is a member of that folder now, else None (DESIGN §3).
+
+    Membership is what Open WebUI itself checks (`has_folder_access`, read): the owner, or a
+    user or group grant on the folder or an ancestor. A collaborator in a chat that sits in
+    someone's private folder, a user whose grant was revoked and a client that names any
+    folder in its request are no members. Outside Open WebUI the folder is taken as given;
+    inside it, a failed lookup sends no folder.
+    """
+    if folder_id is None or not _open_webui_present():
+        return folder_id
+    try:
+        folders = importlib.import_module("open_webui.models.folders").Folders
+        access = importlib.import_module("open_webui.utils.access_control.folders")
+        folder = await _resolved(folders.get_folder_by_id(folder_id))
+        if folder is None:
+            return None
+        # `db` has no default in 0.12.4 (COMMANDS.md §5): None opens a session of its own.
+        member = await _resolved(access.has_folder_access(user_id, folder, "read", None))
+    except Exception as exc:
+        log.warning("folder membership lookup failed, sending no folder: %r", exc)
+        return None
+    return folder_id if member is True else None
 
 
 async def _folder_is_shared(folder_id: str, *, owner_id: str) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 from service.config import Settings
 from service.embeddings.encoder import Encoder
+from service.flows.ids import install_short_id_key
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app
 from service.llm.client import LLMClient
@@ -151,4 +152,6 @@ async def open_service(
             open_runtime(settings, url=url, encoder=encoder) as runtime,
             runtime.jobs.open_async(),
         ):
+            # the installation's key of the short ids, the same in every process
+            await install_short_id_key(runtime.db)
             yield runtime

@@ -72,6 +72,15 @@ class Settings(BaseSettings):
         alias="MEMORY_API_KEY",
         description="Bearer key the filter must send; unset = generated once into the state dir.",
     )
+    max_body_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        alias="MEMORY_MAX_BODY_BYTES",
+        gt=0,
+        description=(
+            "Largest request body accepted, in bytes (413 beyond); the default leaves room for "
+            "a turn with six long messages."
+        ),
+    )
 
     # --- LLM for extraction ------------------------------------------------------------
     llm_base_url: str | None = Field(
@@ -334,16 +343,24 @@ class Settings(BaseSettings):
 
     def bearer_key(self) -> str:
         """The API key: from the environment, else generated once into the state dir."""
+        return self.bearer_key_origin()[0]
+
+    def bearer_key_origin(self) -> tuple[str, str]:
+        """(the API key, where it came from): "environment", "state_dir" or "generated".
+
+        "generated" only on the call that wrote the key into `<state_dir>/api_key`; the start
+        banner prints the key then and only then.
+        """
         if self.api_key is not None and self.api_key.get_secret_value():
-            return self.api_key.get_secret_value()
+            return self.api_key.get_secret_value(), "environment"
         path = self.state_dir / "api_key"
         if path.exists():
-            return path.read_text(encoding="utf-8").strip()
+            return path.read_text(encoding="utf-8").strip(), "state_dir"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         key = secrets.token_urlsafe(32)
         path.write_text(key + "\n", encoding="utf-8")
         path.chmod(0o600)
-        return key
+        return key, "generated"
 
     def check_bind(self) -> None:
         """Refuse a non-loopback bind without an explicit key.

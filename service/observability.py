@@ -318,15 +318,36 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+ACCESS_LOGGER = "uvicorn.access"
+QUERY_REDACTED = "?" + safety.REDACTED
+
+
 class ScrubFilter(logging.Filter):
-    """Rewrites each record's message through `scrub` before any handler formats it."""
+    """Rewrites each record's message through `scrub` before any handler formats it.
+
+    Access-log records keep their five arguments (uvicorn's AccessFormatter unpacks them):
+    each is scrubbed, and the path loses its query string, which can carry a key
+    (`?api_key=…`) or search text. Other records whose message changes get the scrubbed
+    message with an empty argument tuple, which every formatter accepts.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == ACCESS_LOGGER and isinstance(record.args, tuple):
+            record.args = tuple(_access_argument(a) for a in record.args)
+            return True
         message = record.getMessage()
         cleaned = scrub(message)
         if cleaned != message:
-            record.msg, record.args = cleaned, None
+            record.msg, record.args = cleaned, ()
         return True
+
+
+def _access_argument(value: object) -> object:
+    """An access-log argument without a query string or secrets; numbers stay numbers."""
+    if not isinstance(value, str):
+        return value
+    path, mark, _query = value.partition("?")
+    return scrub(path + QUERY_REDACTED if mark else value)
 
 
 LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access", "procrastinate")

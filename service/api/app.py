@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI
 from service import __version__, bootstrap, observability
 from service.api import errors
 from service.api.deps import require_key
+from service.api.guard import RequestGuard
 from service.api.routes import admin, chat, health, memories, reminders
 from service.config import Settings
 from service.embeddings.encoder import Encoder
@@ -55,6 +56,10 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.state.runtime = None
     errors.install(app)
     app.add_middleware(observability.MetricsMiddleware)
+    # Added last, so it runs first: no body is read before the key and its size are checked.
+    app.add_middleware(
+        RequestGuard, api_key=app.state.api_key, max_body_bytes=settings.max_body_bytes
+    )
     app.include_router(health.router)
     app.include_router(chat.router, dependencies=[Depends(require_key)])
     app.include_router(memories.router, dependencies=[Depends(require_key)])

@@ -20,6 +20,15 @@ def get_runtime(request: Request) -> Runtime:
     return runtime
 
 
+def has_key(request: Request) -> bool:
+    """True when the request carries the service's bearer key (constant-time compare)."""
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    expected: str = request.app.state.api_key
+    return scheme.lower() == "bearer" and secrets.compare_digest(
+        given.strip().encode(), expected.encode()
+    )
+
+
 def require_key(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

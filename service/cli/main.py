@@ -30,6 +30,20 @@ filter/memory_commands.py and filter/memory_events.py → enable all three, make
 Global, and set the Valves of the filter and the events function:
 service_url = http://{host}:{port} (as Open WebUI reaches it) and api_key = the key above.
 """
+#: What the banner says instead of a key it did not just generate (a key is a secret: it is
+#: shown once, when it is made, and never again in a log that may be kept or shared).
+KEY_HINTS = {
+    "environment": "from MEMORY_API_KEY (not shown)",
+    "state_dir": "in {path} (not shown; print it with `python -m service api-key`)",
+}
+
+
+def start_banner(settings: Settings) -> str:
+    """The text `serve` prints on start; the key itself only when it was just generated."""
+    key, origin = settings.bearer_key_origin()
+    shown = key if origin == "generated" else KEY_HINTS[origin]
+    shown = shown.format(path=settings.state_dir / "api_key")
+    return FILTER_HELP.format(host=settings.host, port=settings.port, key=shown)
 
 
 @app.command()
@@ -54,10 +68,9 @@ def serve(
         overrides = {k: v for k, v in {"MEMORY_HOST": host, "MEMORY_PORT": port}.items() if v}
         settings = Settings(**overrides)  # type: ignore[arg-type]
         settings.check_bind()
+        banner = start_banner(settings)  # before create_app, which may generate the key
         api = create_app(settings)
-        typer.echo(
-            FILTER_HELP.format(host=settings.host, port=settings.port, key=settings.bearer_key())
-        )
+        typer.echo(banner)
         uvicorn.run(
             api,
             host=settings.host,

@@ -7,7 +7,9 @@ memory content is escaped so a `*` or a backtick in a memory shows as typed.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -82,38 +84,95 @@ def parse(text: str) -> Command:
     return Command(name, word, args)
 
 
-# Short ids: the memory's sequence number through a keyed bijection on 30 bits, written in
-# Crockford's base32 (no I, L, O, U) — six characters that say nothing about how many
-# memories other users have, and that are read back unambiguously (0/O, 1/I/L are the same).
+# Short ids: the memory's sequence number through a keyed permutation of 30 bits, written in
+# Crockford's base32 (no I, L, O, U) — six characters that are read back unambiguously
+# (0/O, 1/I/L are the same). The permutation is a balanced Feistel network of two 15-bit
+# halves whose round function is a keyed BLAKE2s hash: without the installation's secret
+# an id says nothing about its number, nor about how many memories were made between two.
 _ID_BITS = 30
-_ID_MASK = (1 << _ID_BITS) - 1
-_ID_MULTIPLIER = 0x2C9277B5 & _ID_MASK | 1  # odd, so multiplication mod 2**30 is invertible
-_ID_INVERSE = pow(_ID_MULTIPLIER, -1, 1 << _ID_BITS)
-_ID_XOR = 0x1B873593 & _ID_MASK
+_HALF_BITS = _ID_BITS // 2
+_HALF_MASK = (1 << _HALF_BITS) - 1
+_ROUNDS = 8  # four rounds already make a Feistel permutation pseudorandom; eight leave margin
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 _READ_AS = {**{c: i for i, c in enumerate(_ALPHABET)}, "o": 0, "i": 1, "l": 1}
 ID_CHARS = 6
+SHORT_ID_SECRET = "short_ids"
+"""Name of the installation secret that keys the permutation (storage.installation)."""
+
+
+class IdCodec:
+    """Short ids ↔ sequence numbers under one key.
+
+    Args:
+        key: the installation's secret, 1..64 bytes (BLAKE2s keys are at most 32 bytes; a
+            longer key is hashed down first).
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if not key:
+            raise ValueError("a short-id key must not be empty")
+        self._key = key if len(key) <= 32 else hashlib.blake2s(key).digest()
+
+    def _round(self, number: int, half: int) -> int:
+        digest = hashlib.blake2s(
+            bytes((number,)) + half.to_bytes(2, "big"), key=self._key, digest_size=4
+        ).digest()
+        return int.from_bytes(digest, "big") & _HALF_MASK
+
+    def permute(self, seq: int) -> int:
+        """The 30-bit value of `seq` (0 <= seq < 2**30)."""
+        left, right = seq >> _HALF_BITS & _HALF_MASK, seq & _HALF_MASK
+        for number in range(_ROUNDS):
+            left, right = right, left ^ self._round(number, right)
+        return left << _HALF_BITS | right
+
+    def unpermute(self, value: int) -> int:
+        """The inverse of `permute`."""
+        left, right = value >> _HALF_BITS & _HALF_MASK, value & _HALF_MASK
+        for number in reversed(range(_ROUNDS)):
+            left, right = right ^ self._round(number, left), left
+        return left << _HALF_BITS | right
+
+    def encode(self, seq: int) -> str:
+        """The six-character short id of a memory's sequence number (seq < 2**30)."""
+        value = self.permute(seq)
+        chars = []
+        for _ in range(ID_CHARS):
+            chars.append(_ALPHABET[value & 31])
+            value >>= 5
+        return "".join(reversed(chars))
+
+    def parse(self, token: str) -> int | None:
+        """The sequence number of a short id as typed (`k7m2qa`, `#K7M2QA`), or None."""
+        word = token.strip().lstrip("#").lower().replace("-", "")
+        if len(word) != ID_CHARS or any(c not in _READ_AS for c in word):
+            return None
+        value = 0
+        for char in word:
+            value = (value << 5) | _READ_AS[char]
+        return self.unpermute(value) or None
+
+
+# One installation per process: the entry point installs the key from the database
+# (flows/ids.py) before it serves. Until then a random key of this process is used, so ids
+# never follow a fixed, public mapping.
+_codec = IdCodec(secrets.token_bytes(32))
+
+
+def install_id_key(key: bytes) -> None:
+    """Use `key` (the installation's secret) for every short id of this process."""
+    global _codec
+    _codec = IdCodec(key)
 
 
 def encode_id(seq: int) -> str:
     """The six-character short id of a memory's sequence number (seq < 2**30)."""
-    value = ((seq * _ID_MULTIPLIER) & _ID_MASK) ^ _ID_XOR
-    chars = []
-    for _ in range(ID_CHARS):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    return _codec.encode(seq)
 
 
 def parse_id(token: str) -> int | None:
     """The sequence number of a short id as typed (`k7m2qa`, `#K7M2QA`), or None."""
-    word = token.strip().lstrip("#").lower().replace("-", "")
-    if len(word) != ID_CHARS or any(c not in _READ_AS for c in word):
-        return None
-    value = 0
-    for char in word:
-        value = (value << 5) | _READ_AS[char]
-    return (((value ^ _ID_XOR) * _ID_INVERSE) & _ID_MASK) or None
+    return _codec.parse(token)
 
 
 def split_bank_prefix(args: str) -> tuple[Bank | None, str]:
@@ -166,7 +225,8 @@ HELP_TEXT = """**Memory commands**
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
 
-Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. To set a reminder,
+Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. Commands work in
+temporary chats too; only learning by itself never happens there. To set a reminder,
 just ask in a chat: “remind me on Friday to call the vet” or “remind me when we talk about
 the garden to buy seeds”."""
 

@@ -60,3 +60,16 @@ def write_scope(chat: ChatContext) -> WriteScope:
     if chat.kind in _NO_MEMORY_KINDS or chat.kind is ChatKind.TEMPORARY or not chat.user_id:
         return WriteScope()
     return WriteScope({cell.bank: cell for cell in _cells(chat)})
+
+
+def command_write_scope(chat: ChatContext) -> WriteScope:
+    """Cells the sender's own `/memory` commands (add, edit, assign_bank) may change.
+
+    The same as `write_scope`, except in a temporary chat: a command is the user's explicit
+    request, so it works there as in a private chat (Personal, Interaction Patterns, the
+    folder's Project Memory; no Chat Memory, a temporary chat has no chat to keep it). What
+    a temporary chat never does is learn by itself: extraction keeps `write_scope`.
+    """
+    if chat.kind is ChatKind.TEMPORARY and chat.user_id:
+        return WriteScope({cell.bank: cell for cell in _cells(chat)})
+    return write_scope(chat)

@@ -130,11 +130,9 @@ def _search_answer(chat: ChatContext, query: str, found: list[Memory]) -> str:
 
 
 def _writable_cell(chat: ChatContext, bank: Bank) -> Scope:
-    cell = privacy.write_scope(chat).scope_for(bank)
+    cell = privacy.command_write_scope(chat).scope_for(bank)
     if cell is not None:
         return cell
-    if chat.kind is ChatKind.TEMPORARY:
-        raise InvalidInput("a temporary chat never changes memories; use a normal chat")
     if bank is Bank.PROJECT:
         raise InvalidInput("Project Memory belongs to a folder; this chat is not in one")
     if bank is Bank.CHAT:
@@ -275,13 +273,20 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
 
 async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     writable = privacy.write_scope(chat)
+    by_command = privacy.command_write_scope(chat)
     lines = []
     async with rt.db.unit_of_work() as session:
         for bank in Bank:
             cells = ReadScope(tuple(s for s in scope.scopes if s.bank is bank))
             count = await memories.count_active(session, scope=cells) if cells else 0
             read = "read" if cells else "hidden here"
-            write = "write" if writable.scope_for(bank) else "no writing here"
+            write = (
+                "write"
+                if writable.scope_for(bank)
+                else "changed by your commands only"
+                if by_command.scope_for(bank)
+                else "no writing here"
+            )
             lines.append(f"- **{bank.label}**: {count} memories — {read}, {write}")
     return "**Memory banks** in this chat:\n\n" + "\n".join(lines) + _hidden_note(chat)
 

@@ -23,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 EMBEDDING_DIM = 384
@@ -159,6 +159,18 @@ class ChatSummaryRow(Base):
     turns_covered: Mapped[int] = mapped_column(Integer)
     versions: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class InstallationSecretRow(Base):
+    """Secrets of this installation, made once and shared by every replica (e.g. short ids)."""
+
+    __tablename__ = "installation_secrets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    secret: Mapped[bytes] = mapped_column(BYTEA)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=text("now()")
+    )
 
 
 class UserSettingsRow(Base):

@@ -28,6 +28,8 @@ class FakeOpenWebUI:
     folders: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: folder id → [{"principal_type", "principal_id", "permission"}]
     grants: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: group id → ids of its members
+    groups: dict[str, set[str]] = field(default_factory=dict)
     #: Open WebUI 0.12 table methods are coroutines; older ones were plain functions
     asynchronous: bool = True
     #: names of table methods that raise LookupBroken
@@ -57,6 +59,15 @@ class FakeOpenWebUI:
             )
             setattr(module, table_name, table)
             monkeypatch.setitem(sys.modules, f"open_webui.models.{module_name}", module)
+        for name in ("open_webui.utils", "open_webui.utils.access_control"):
+            package = types.ModuleType(name)
+            package.__path__ = []
+            monkeypatch.setitem(sys.modules, name, package)
+        access = types.ModuleType("open_webui.utils.access_control.folders")
+        access.has_folder_access = self._method(  # type: ignore[attr-defined]
+            "has_folder_access", self._has_folder_access
+        )
+        monkeypatch.setitem(sys.modules, "open_webui.utils.access_control.folders", access)
 
     def _method(self, name: str, fn: Any) -> Any:
         def call(*args: Any) -> Any:
@@ -67,6 +78,9 @@ class FakeOpenWebUI:
 
         async def call_async(*args: Any, db: Any = None) -> Any:
             return call(*args)
+
+        if name == "has_folder_access":  # a coroutine in 0.12.4 whatever the tables are
+            return call_async
 
         return call_async if self.asynchronous else call
 
@@ -95,3 +109,21 @@ class FakeOpenWebUI:
     def _grants(self, resource_type: str, resource_id: str) -> list[Any]:
         assert resource_type == "folder"
         return [types.SimpleNamespace(**grant) for grant in self.grants.get(resource_id, [])]
+
+    def _has_folder_access(self, user_id: str, folder: Any, permission: str, db: Any) -> bool:
+        """As `has_folder_access` of 0.12.4: the owner, or a grant here or on an ancestor."""
+        seen: set[str] = set()
+        while folder is not None and folder.id not in seen:
+            seen.add(folder.id)
+            if folder.user_id == user_id:
+                return True
+            for grant in self.grants.get(folder.id, []):
+                if grant["permission"] != permission:
+                    continue
+                principal = grant["principal_id"]
+                if grant["principal_type"] == "user" and principal in (user_id, "*"):
+                    return True
+                if grant["principal_type"] == "group" and user_id in self.groups.get(principal, ()):
+                    return True
+            folder = self._folder(folder.parent_id) if folder.parent_id else None
+        return False

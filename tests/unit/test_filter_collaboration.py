@@ -64,21 +64,103 @@ async def test_private_folder_granted_only_to_its_owner(monkeypatch, asynchronou
     fake.install(monkeypatch)
 
     assert _facts(await _sent_chat(None)) == ("f-1", False, None)
-    assert fake.calls == [
-        ("get_chat_by_id", (CHAT_ID,)),
-        ("get_by_chat_id", (CHAT_ID,)),
-        ("get_folder_by_id", ("f-1",)),
-        ("get_grants_by_resource", ("folder", "f-1")),
+    assert [name for name, _ in fake.calls] == [
+        "get_chat_by_id",
+        "get_by_chat_id",
+        "get_folder_by_id",
+        "get_grants_by_resource",
+        "get_folder_by_id",
+        "has_folder_access",
     ]
+    assert fake.calls[-1][1][0::2] == ("u-123", "read")
 
 
-async def test_sender_who_is_not_the_owner_makes_the_chat_collaborative(monkeypatch):
+async def test_a_sender_who_is_a_member_of_the_owner_s_folder_gets_it(monkeypatch):
     FakeOpenWebUI(
         chats={CHAT_ID: {"user_id": "u-owner", "folder_id": "f-1"}},
         folders={"f-1": {"user_id": "u-owner", "parent_id": None}},
+        grants={"f-1": [{"principal_type": "user", "principal_id": "u-123", "permission": "read"}]},
     ).install(monkeypatch)
 
     assert _facts(await _sent_chat(None)) == ("f-1", True, "sender_not_owner")
+
+
+async def test_a_continue_mode_share_in_the_owner_s_private_folder_sends_no_folder(monkeypatch):
+    # The sender may post in the shared chat, but is no member of the folder it sits in.
+    FakeOpenWebUI(
+        chats={CHAT_ID: {"user_id": "u-owner", "folder_id": "f-1", "share_id": "s-1"}},
+        shares={CHAT_ID: "continue"},
+        folders={"f-1": {"user_id": "u-owner", "parent_id": None}},
+    ).install(monkeypatch)
+
+    assert _facts(await _sent_chat("f-1")) == (None, True, "sender_not_owner")
+
+
+async def test_a_revoked_grant_takes_the_folder_from_the_user_s_own_chat_in_it(monkeypatch):
+    # Bob's chat stays in Carol's folder after Carol withdrew his grant (Dave keeps his).
+    FakeOpenWebUI(
+        chats={CHAT_ID: {"user_id": "u-123", "folder_id": "f-1"}},
+        folders={"f-1": {"user_id": "u-carol", "parent_id": None}},
+        grants={
+            "f-1": [{"principal_type": "user", "principal_id": "u-dave", "permission": "read"}]
+        },
+    ).install(monkeypatch)
+
+    assert _facts(await _sent_chat("f-1")) == (None, True, "folder_shared")
+
+
+@pytest.mark.parametrize(
+    ("grant", "groups"),
+    [
+        pytest.param(
+            {"principal_type": "group", "principal_id": "g-1"}, {"g-1": {"u-123"}}, id="group"
+        ),
+        pytest.param({"principal_type": "user", "principal_id": "u-123"}, {}, id="user"),
+    ],
+)
+async def test_a_grant_on_an_ancestor_makes_the_sender_a_member(monkeypatch, grant, groups):
+    FakeOpenWebUI(
+        chats={CHAT_ID: {"user_id": "u-owner", "folder_id": "f-child"}},
+        folders={
+            "f-child": {"user_id": "u-owner", "parent_id": "f-root"},
+            "f-root": {"user_id": "u-owner", "parent_id": None},
+        },
+        grants={"f-root": [{**grant, "permission": "read"}]},
+        groups=groups,
+    ).install(monkeypatch)
+
+    assert _facts(await _sent_chat(None)) == ("f-child", True, "sender_not_owner")
+
+
+async def test_a_group_the_sender_left_gives_no_folder(monkeypatch):
+    FakeOpenWebUI(
+        chats={CHAT_ID: {"user_id": "u-owner", "folder_id": "f-1"}},
+        folders={"f-1": {"user_id": "u-owner", "parent_id": None}},
+        grants={"f-1": [{"principal_type": "group", "principal_id": "g-1", "permission": "read"}]},
+        groups={"g-1": {"u-dave"}},
+    ).install(monkeypatch)
+
+    assert _facts(await _sent_chat(None)) == (None, True, "sender_not_owner")
+
+
+async def test_a_failed_membership_lookup_sends_no_folder(monkeypatch):
+    FakeOpenWebUI(
+        chats={CHAT_ID: {"user_id": "u-owner", "folder_id": "f-1"}},
+        folders={"f-1": {"user_id": "u-owner", "parent_id": None}},
+        grants={"f-1": [{"principal_type": "user", "principal_id": "u-123", "permission": "read"}]},
+        failing={"has_folder_access"},
+    ).install(monkeypatch)
+
+    assert _facts(await _sent_chat(None)) == (None, True, "sender_not_owner")
+
+
+async def test_a_temporary_chat_from_a_folder_of_someone_else_gets_no_folder(monkeypatch):
+    # The folder of a temporary chat is what the client sent: any id at all.
+    FakeOpenWebUI(folders={"f-1": {"user_id": "u-carol", "parent_id": None}}).install(monkeypatch)
+
+    chat = await _sent_chat("f-1", chat_id="temporary:sid-1")
+
+    assert _facts(chat) == (None, False, None)
 
 
 @pytest.mark.parametrize("asynchronous", [True, False], ids=["async tables", "sync tables"])
@@ -115,6 +197,7 @@ async def test_a_folder_owned_by_someone_else_is_shared(monkeypatch):
     FakeOpenWebUI(
         chats={CHAT_ID: {"user_id": "u-123", "folder_id": "f-1"}},
         folders={"f-1": {"user_id": "u-carol", "parent_id": None}},
+        grants={"f-1": [{"principal_type": "user", "principal_id": "u-123", "permission": "read"}]},
     ).install(monkeypatch)
 
     assert _facts(await _sent_chat(None)) == ("f-1", True, "folder_shared")
@@ -144,10 +227,10 @@ async def test_a_chat_shared_as_a_snapshot_stays_private(monkeypatch):
     [
         pytest.param(
             FakeOpenWebUI(chats={CHAT_ID: {"user_id": "u-123"}}, failing={"get_chat_by_id"}),
-            ("f-meta", True, "lookup_failed"),
+            (None, True, "lookup_failed"),
             id="chat lookup raises",
         ),
-        pytest.param(FakeOpenWebUI(), ("f-meta", True, "lookup_failed"), id="chat not found"),
+        pytest.param(FakeOpenWebUI(), (None, True, "lookup_failed"), id="chat not found"),
         pytest.param(
             FakeOpenWebUI(
                 chats={CHAT_ID: {"user_id": "u-123", "folder_id": "f-1"}},
@@ -166,7 +249,7 @@ async def test_a_chat_shared_as_a_snapshot_stays_private(monkeypatch):
         ),
         pytest.param(
             FakeOpenWebUI(chats={CHAT_ID: {"user_id": "u-123", "folder_id": "f-gone"}}),
-            ("f-gone", True, "lookup_failed"),
+            (None, True, "lookup_failed"),
             id="folder not found",
         ),
         pytest.param(
@@ -191,19 +274,20 @@ async def test_a_failed_lookup_is_treated_as_collaborative(monkeypatch, fake, ex
 async def test_open_webui_without_the_expected_tables_is_a_failed_lookup(monkeypatch):
     FakeOpenWebUI().install(monkeypatch, with_models=False)
 
-    assert _facts(await _sent_chat("f-meta")) == ("f-meta", True, "lookup_failed")
+    assert _facts(await _sent_chat("f-meta")) == (None, True, "lookup_failed")
 
 
-async def test_temporary_chats_take_the_folder_from_metadata_without_lookups(monkeypatch):
+async def test_temporary_chats_take_a_folder_of_the_sender_from_metadata(monkeypatch):
     fake = FakeOpenWebUI(
-        failing={"get_chat_by_id", "get_by_chat_id", "get_folder_by_id", "get_grants_by_resource"}
+        folders={"f-meta": {"user_id": "u-123", "parent_id": None}},
+        failing={"get_chat_by_id", "get_by_chat_id", "get_grants_by_resource"},
     )
     fake.install(monkeypatch)
 
     chat = await _sent_chat("f-meta", chat_id="temporary:sid-1")
 
     assert _facts(chat) == ("f-meta", False, None)
-    assert fake.calls == []
+    assert [name for name, _ in fake.calls] == ["get_folder_by_id", "has_folder_access"]
 
 
 async def test_outlet_uses_the_same_facts(monkeypatch):
@@ -226,4 +310,4 @@ async def test_outlet_uses_the_same_facts(monkeypatch):
         await memory_filter.outlet(body, __user__=SENDER)
 
     assert stub.paths() == ["/v1/turns"]
-    assert _facts(stub.requests[0].body["chat"]) == ("f-1", True, "sender_not_owner")
+    assert _facts(stub.requests[0].body["chat"]) == (None, True, "sender_not_owner")

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from service.api.deps import RuntimeDep, require_key
+from service.api.deps import RuntimeDep, has_key, require_key
 from service.api.schemas import StatusRead
 from service.flows import status as status_flow
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
+
+DATABASE_DOWN = (
+    "The database is not reachable; the service log has the reason (or ask again with the API key)."
+)
 
 
 @router.get("/healthz")
@@ -34,9 +40,12 @@ async def readyz(request: Request) -> JSONResponse:
     try:
         await runtime.db.ping()
     except Exception as exc:
-        return JSONResponse(
-            status_code=503, content={"status": "database unavailable", "detail": str(exc)}
-        )
+        # The driver's text names host, port and user: only the log and key holders see it.
+        log.warning("readiness: %s", exc)
+        content = {"status": "database unavailable", "detail": DATABASE_DOWN}
+        if has_key(request):
+            content["detail"] = str(exc)
+        return JSONResponse(status_code=503, content=content)
     return JSONResponse(status_code=200, content=body)
 
 

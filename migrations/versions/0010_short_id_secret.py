@@ -1,0 +1,40 @@
+"""Installation secrets: the key of the short-id permutation, one row shared by all replicas.
+
+The row itself is written by the service on first use (service/storage/installation.py), with
+a key from Python's `secrets`; a template database cloned for tests or copied between
+installations holds no key of its own until then.
+
+Revision ID: 0010_short_id_secret
+Revises: 0009
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision = "0010_short_id_secret"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "installation_secrets",
+        sa.Column("name", sa.String(64), nullable=False),
+        sa.Column("secret", postgresql.BYTEA(), nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("now()"),
+            nullable=False,
+        ),
+        sa.PrimaryKeyConstraint("name", name="pk_installation_secrets"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("installation_secrets")
