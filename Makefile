@@ -8,7 +8,7 @@ TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install run test test-unit replay bench clean lint
+.PHONY: install run test test-unit replay bench clean lint eval
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,17 @@ replay: $(STAMP) ## replay a LoCoMo conversation through the filter and the serv
 		--data $(LOCOMO) --conversation $(CONVERSATION)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.replay_locomo \
 		--data $(LOCOMO) --conversation $(CONVERSATION) --extraction per-turn
+
+# --- model evaluation: your extraction/answer/judge models on LoCoMo (docs/howto/choose-a-model.md)
+# Without LLM_BASE_URL it runs on the local stand-in model, which proves the harness only
+# (its results say "stand-in"). EVAL_ARGS passes more options, e.g. EVAL_ARGS="--questions 20".
+EVAL_OUT ?= eval-run
+EVAL_ARGS ?=
+
+eval: $(STAMP) ## evaluate LLM_BASE_URL/LLM_MODEL on LoCoMo conversation $(CONVERSATION) (stand-in model when unset)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m service eval \
+		--data $(LOCOMO) --conversation $(CONVERSATION) --out $(EVAL_OUT) \
+		$(if $(LLM_BASE_URL),,--stand-in) $(EVAL_ARGS)
 
 bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-owner index recall (bench/results/)
 	$(BIN)/pip install -e ".[bench]"
