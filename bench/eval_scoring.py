@@ -34,6 +34,7 @@ __all__ = [
     "parse_verdict",
     "summarize_answers",
     "token_f1",
+    "verdict_json",
 ]
 
 #: Cosine similarity (all-MiniLM-L6-v2, the service's bundled model) from which a memory
@@ -60,8 +61,8 @@ JUDGE_SYSTEM = (
     'Reply with only a JSON object: {"verdict": "CORRECT"} or {"verdict": "WRONG"}.'
 )
 
-_VERDICT_JSON = re.compile(r'"verdict"\s*:\s*"(CORRECT|WRONG)"', re.IGNORECASE)
-_VERDICT_WORD = re.compile(r"\b(CORRECT|WRONG)\b")
+_VERDICT_JSON = re.compile(r'"verdict"\s*:\s*"(CORRECT|WRONG|INCORRECT)"', re.IGNORECASE)
+_VERDICT_WORD = re.compile(r"\b(CORRECT|WRONG|INCORRECT)\b")
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
@@ -97,11 +98,12 @@ def parse_verdict(text: str) -> bool | None:
 
     A JSON `"verdict"` field wins; otherwise the reply must contain exactly one of the two
     words in capitals (a judge that rambles in lower case or hedges is unreadable).
+    INCORRECT, which judges write unasked, is read as WRONG.
     """
     found = _VERDICT_JSON.search(text or "")
     if found:
         return found.group(1).upper() == "CORRECT"
-    words = set(_VERDICT_WORD.findall(text or ""))
+    words = {"WRONG" if w == "INCORRECT" else w for w in _VERDICT_WORD.findall(text or "")}
     if len(words) != 1:
         return None
     return words == {"CORRECT"}

@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -54,13 +54,14 @@ class StubReply:
     """A reply with a delay or an HTTP error instead of plain text.
 
     `delay_s` seconds pass before anything is sent (a client with a shorter timeout sees a
-    timeout); a `status` other than 200 answers an OpenAI-style error body with that status
-    and `text` as its message.
+    timeout); a `status` other than 200 answers an OpenAI-style error body with that status,
+    `text` as its message and `headers` (e.g. `{"Retry-After": "7"}`).
     """
 
     text: str = ""
     status: int = 200
     delay_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 #: Turns a decoded chat-completion request body into the reply text (or a `StubReply`).
@@ -262,7 +263,12 @@ class _Handler(BaseHTTPRequestHandler):
             if reply.delay_s > 0:
                 time.sleep(reply.delay_s)
             if reply.status != 200:
-                self._send_error(reply.status, reply.text or f"stub status {reply.status}")
+                message = reply.text or f"stub status {reply.status}"
+                self._send_json(
+                    reply.status,
+                    {"error": {"message": message, "type": "stub_error"}},
+                    headers=reply.headers,
+                )
                 return
             text = reply.text
         else:
@@ -304,9 +310,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- writers ---------------------------------------------------------------------------
 
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
