@@ -46,7 +46,7 @@ COUNTERS = (
     "repair",  # the service's repair retries after an invalid answer
     "summary",  # rolling chat summary requests
     "other",  # anything else (e.g. profile requests)
-    "repeated",  # a request identical to an earlier one: the service's job retried it
+    "repeated",  # an extraction asked again (`request_fingerprint`): the job was retried
     "ok",
     "timeouts",
     "http_errors",
@@ -201,11 +201,14 @@ class MeteringProxy:
             counts["requests"] += 1
             counts["milliseconds"] += elapsed_ms
             counts[outcome] += 1
-            if fingerprint in self._seen:
+            # only an extraction asked again means a retried job; profile and summary prompts
+            # repeat by design when nothing changed
+            if kind in ("extraction", "repair") and fingerprint in self._seen:
                 counts["repeated"] += 1
             else:
                 counts[kind] += 1
-            self._seen.add(fingerprint)
+            if kind in ("extraction", "repair"):
+                self._seen.add(fingerprint)
             if outcome == "ok":
                 self._meter_answer(kind, body, data)
         return status, data, content_type

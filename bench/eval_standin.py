@@ -30,6 +30,7 @@ WRONG_ANSWER = "purple submarine"
 
 _QUESTION = re.compile(r"<question>(.*?)</question>", re.DOTALL)
 _REFERENCE = re.compile(r"<reference_answer>(.*?)</reference_answer>", re.DOTALL)
+_USER_NAME = re.compile(r"<user_name>(.*?)</user_name>", re.DOTALL)
 _CANDIDATE = re.compile(r"<answer_to_grade>(.*?)</answer_to_grade>", re.DOTALL)
 
 
@@ -75,9 +76,15 @@ class StandIn:
         judge: Literal["fair", "prose"] = "fair",
     ) -> None:
         samples = list(samples)
-        self.extractor = LocomoResponder(
-            build_replay_plan(sample, speaker) for sample in samples for speaker in speakers(sample)
-        )
+        # one extractor per conversation: LocomoResponder knows turns by their dia_id, which
+        # repeats from one conversation to the next ("D1:3" is in every one of them)
+        self.extractors: dict[str, LocomoResponder] = {}
+        for sample in samples:
+            responder = LocomoResponder(
+                build_replay_plan(sample, speaker) for speaker in speakers(sample)
+            )
+            for speaker in speakers(sample):
+                self.extractors.setdefault(speaker, responder)
         self.gold: dict[str, str] = {
             str(qa["question"]).strip(): str(qa.get("answer", ""))
             for sample in samples
@@ -98,7 +105,17 @@ class StandIn:
             return self.gold.get(question, "unknown")
         if self.extraction == "prose" and "<chat_summary>" not in last:
             return PROSE_REPLY
-        return self.extractor(request)
+        return self._extractor(request)(request)
+
+    def _extractor(self, request: Mapping[str, Any]) -> LocomoResponder:
+        """The extractor of the conversation whose speaker the request names (else the first;
+        two conversations with a speaker of the same name share the first one's)."""
+        text = "\n".join(
+            str(m.get("content", "")) for m in request.get("messages") or [] if isinstance(m, dict)
+        )
+        found = _USER_NAME.search(text)
+        name = found.group(1).strip() if found else ""
+        return self.extractors.get(name) or next(iter(self.extractors.values()))
 
     def _judge(self, prompt: str) -> str:
         if self.judge == "prose":
