@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -255,12 +256,17 @@ class RunState:
             )
             data["resumes"] = int(data.get("resumes", 0)) + 1
             return cls(path, data)
-        if options.fresh and options.out.exists():
-            import shutil
-
+        if options.fresh and (options.out / "service").exists():
+            # the service's database and key go; its ONNX export of the embedding model stays
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-            shutil.rmtree(options.out / "service", ignore_errors=True)
+            for entry in (options.out / "service").iterdir():
+                if entry.name == "models":
+                    continue
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink()
         options.out.mkdir(parents=True, exist_ok=True)
         data = {
             "version": STATE_VERSION,
@@ -983,7 +989,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines += [
             "**Stand-in run**: every model below is the local stand-in "
             "(`tests/support/llm_stub.py`), which writes the dataset's own facts and answers "
-            "its gold answers. These figures prove the harness, not a model.",
+            "a question's gold answer when the injected memories hold a fact drawn from its "
+            'evidence (else "unknown"). These figures prove the harness, not a model.',
             "",
         ]
     lines += [

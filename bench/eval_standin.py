@@ -3,8 +3,10 @@ extractor, answer model and judge, so the harness can be run and tested without 
 
 Its figures prove the harness, not a model: as extractor it writes exactly the dataset's
 observation facts (`bench.replay_locomo.LocomoResponder`), as answer model it answers the
-dataset's gold answer (or, `answers="wrong"`, always the same wrong one), and as judge it
-grades by token overlap. Results of a run on it say so (`endpoint kind: stand-in`).
+dataset's gold answer — always, or (`answers="notes"`, what `make eval` uses) only when the
+injected memory notes hold a fact drawn from the question's evidence, or (`answers="wrong"`)
+never — and as judge it grades by token overlap. Results of a run on it say so
+(`endpoint kind: stand-in`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from bench.eval_scoring import normalize_answer, token_f1, verdict_json
-from bench.locomo import build_replay_plan, speakers
+from bench.locomo import build_replay_plan, load_qa, speakers
 from bench.replay_locomo import LocomoResponder
 
 __all__ = ["PROSE_REPLY", "WRONG_ANSWER", "StandIn", "question_of"]
@@ -63,7 +65,10 @@ class StandIn:
         samples: the LoCoMo samples being evaluated (their turns, facts and gold answers).
         extraction: "facts" writes the observation facts due at each turn; "prose" answers
             `PROSE_REPLY` to every extraction (and repair) request.
-        answers: "gold" answers the gold answer, "wrong" answers `WRONG_ANSWER`.
+        answers: "gold" answers the gold answer; "notes" answers it only when the memory notes
+            hold, verbatim, an observation fact drawn from one of the question's evidence
+            turns, else "unknown" (so accuracy follows what the inlet injected); "wrong"
+            answers `WRONG_ANSWER`.
         judge: "fair" grades with `fair_verdict`; "prose" answers a sentence without verdict.
     """
 
@@ -72,7 +77,7 @@ class StandIn:
         samples: Iterable[Mapping[str, Any]],
         *,
         extraction: Literal["facts", "prose"] = "facts",
-        answers: Literal["gold", "wrong"] = "gold",
+        answers: Literal["gold", "notes", "wrong"] = "gold",
         judge: Literal["fair", "prose"] = "fair",
     ) -> None:
         samples = list(samples)
@@ -90,6 +95,17 @@ class StandIn:
             for sample in samples
             for qa in sample.get("qa") or []
         }
+        #: question → the facts (of its speaker) drawn from one of its evidence turns
+        self.relevant: dict[str, tuple[str, ...]] = {}
+        for sample in samples:
+            plans = {speaker: build_replay_plan(sample, speaker) for speaker in speakers(sample)}
+            for item in load_qa(sample):
+                evidence = set(item.evidence)
+                self.relevant[item.question.strip()] = tuple(
+                    " ".join(fact.text.split())
+                    for fact in plans[item.speaker].facts
+                    if evidence.intersection(fact.dia_ids)
+                )
         self.extraction = extraction
         self.answers = answers
         self.judge = judge
@@ -102,6 +118,10 @@ class StandIn:
         if question is not None:
             if self.answers == "wrong":
                 return WRONG_ANSWER
+            if self.answers == "notes":
+                notes = " ".join(str(request["messages"][0].get("content", "")).split())
+                if not any(fact in notes for fact in self.relevant.get(question, ())):
+                    return "unknown"
             return self.gold.get(question, "unknown")
         if self.extraction == "prose" and "<chat_summary>" not in last:
             return PROSE_REPLY

@@ -76,7 +76,7 @@ def _stand_in(data: Path) -> Iterator[str]:
     from bench.locomo import load_conversations
     from tests.support.llm_stub import LLMStub
 
-    stub = LLMStub(StandIn(load_conversations(data))).start()
+    stub = LLMStub(StandIn(load_conversations(data), answers="notes")).start()
     try:
         yield stub.base_url
     finally:

@@ -34,3 +34,23 @@ def test_each_conversation_gets_its_own_facts_though_turn_ids_repeat() -> None:
 
     assert [op["content"] for op in ada["operations"]] == ["Ada adopted a beagle named Pixel."]
     assert [op["content"] for op in cleo["operations"]] == ["Cleo adopted a beagle named Pixel."]
+
+
+def _answer_request(question: str, notes: str) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "system", "content": f"<memory_notes>\n{notes}\n</memory_notes>"},
+            {"role": "user", "content": f"<question>{question}</question>"},
+        ]
+    }
+
+
+def test_the_notes_reader_answers_only_what_the_injected_memories_support() -> None:
+    stand_in = StandIn([sample()], answers="notes")
+    question = "Where is Ada moving?"
+
+    with_fact = stand_in(_answer_request(question, "- Ada is moving to Porto in June."))
+    other_fact = stand_in(_answer_request(question, "- Ada ran her first half marathon."))
+    nothing = stand_in(_answer_request(question, "(no memory notes)"))
+
+    assert (with_fact, other_fact, nothing) == ("Porto", "unknown", "unknown")
