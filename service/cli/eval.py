@@ -43,8 +43,7 @@ class _ProgressReporter:
 
     def phase(self, name: str, total: int | None, done: int = 0) -> None:
         if self.task is not None:
-            self.progress.stop_task(self.task)
-            self.progress.update(self.task, visible=False)
+            self.progress.stop_task(self.task)  # stays on screen, finished
         self.task = self.progress.add_task(name, total=total, completed=done)
 
     def advance(self) -> None:
