@@ -747,6 +747,11 @@ def evaluate(
     Raises:
         EvalError: bad settings, a service that does not start, a drain that times out.
     """
+    # The filter (in this process) and the service talk over 127.0.0.1; a proxy set in the
+    # caller's environment must not see that traffic.
+    loopback = "127.0.0.1,localhost"
+    for name in ("NO_PROXY", "no_proxy"):
+        os.environ[name] = ",".join(filter(None, (os.environ.get(name), loopback)))
     conversations = load_conversations_to_run(options)
     if not any(c.questions for c in conversations) and options.questions != 0:
         reporter.note("no question has all its evidence in the replayed sessions")
