@@ -53,6 +53,7 @@ from bench.eval_proxy import MeteringProxy
 from bench.eval_scoring import (
     MATCH_THRESHOLD,
     answer_messages,
+    clean_answer,
     judge_messages,
     match_memories,
     parse_verdict,
@@ -611,7 +612,7 @@ async def _answer_one(
             "answer_failures": exc.failures,
         }
         return record
-    text = reply.text.strip()
+    text = clean_answer(reply.text)
     record |= {
         "answer": text,
         "answer_tries": reply.attempts,

@@ -28,6 +28,7 @@ __all__ = [
     "MATCH_THRESHOLD",
     "Match",
     "answer_messages",
+    "clean_answer",
     "judge_messages",
     "match_memories",
     "normalize_answer",
@@ -61,6 +62,7 @@ JUDGE_SYSTEM = (
     'Reply with only a JSON object: {"verdict": "CORRECT"} or {"verdict": "WRONG"}.'
 )
 
+_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _VERDICT_JSON = re.compile(r'"verdict"\s*:\s*"(CORRECT|WRONG|INCORRECT)"', re.IGNORECASE)
 _VERDICT_WORD = re.compile(r"\b(CORRECT|WRONG|INCORRECT)\b")
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
@@ -93,6 +95,12 @@ def judge_messages(question: str, gold: str, answer: str) -> list[dict[str, str]
     ]
 
 
+def clean_answer(text: str) -> str:
+    """An answer without reasoning blocks (`<think>…</think>`, which reasoning models emit
+    before the answer), stripped; what is graded and scored."""
+    return _REASONING.sub("", text or "").strip()
+
+
 def parse_verdict(text: str) -> bool | None:
     """True for CORRECT, False for WRONG, None when the reply says neither (or both).
 
@@ -100,10 +108,11 @@ def parse_verdict(text: str) -> bool | None:
     words in capitals (a judge that rambles in lower case or hedges is unreadable).
     INCORRECT, which judges write unasked, is read as WRONG.
     """
-    found = _VERDICT_JSON.search(text or "")
+    text = clean_answer(text)
+    found = _VERDICT_JSON.search(text)
     if found:
         return found.group(1).upper() == "CORRECT"
-    words = {"WRONG" if w == "INCORRECT" else w for w in _VERDICT_WORD.findall(text or "")}
+    words = {"WRONG" if w == "INCORRECT" else w for w in _VERDICT_WORD.findall(text)}
     if len(words) != 1:
         return None
     return words == {"CORRECT"}

@@ -11,7 +11,7 @@ import pytest
 from bench.eval_llm import endpoint_kind
 from bench.eval_locomo import pick_questions
 from bench.eval_proxy import classify_request, extraction_answer_parses, request_fingerprint
-from bench.eval_scoring import match_memories, parse_verdict, token_f1
+from bench.eval_scoring import clean_answer, match_memories, parse_verdict, token_f1
 from bench.locomo import QAItem
 from service.core.extraction import REPAIR_PROMPT
 
@@ -78,7 +78,7 @@ UNREADABLE_REPLIES = [
     '{"verdict": "maybe"}',
     '{"grade": "yes"}',
     "I cannot grade this.",
-    "Right",
+    "<think>Is it CORRECT? The reference says Porto.</think>Hard to say.",
     "The reference is Porto; the answer says Porto.",
 ]
 
@@ -110,6 +110,12 @@ def test_judge_verdicts_are_read_on_a_corpus_of_replies() -> None:
 )
 def test_token_f1_against_the_gold_answer(answer: str, gold: str, f1: float) -> None:
     assert round(token_f1(answer, gold), 4) == f1
+
+
+def test_reasoning_blocks_are_not_part_of_the_answer() -> None:
+    assert clean_answer("<think>Ada said Porto, in June.</think>\nPorto ") == "Porto"
+    assert clean_answer("<THINKING>x</THINKING>Porto") == "Porto"
+    assert clean_answer("Porto, in June") == "Porto, in June"
 
 
 def test_a_memory_credits_at_most_one_fact_best_pairs_first() -> None:
