@@ -180,6 +180,9 @@ class EvalOptions:
             "LLM_JSON_MODE": "true" if self.extraction.json_mode else "false",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
+            # the inlet's own deadline (0.5 s in production) is meant for a busy chat; here
+            # it would let the load of the machine, not the memories, decide what is injected
+            "MEMORY_CONTEXT_DEADLINE_S": "5",
         }
         if self.batch_messages is not None:
             env["MEMORY_BATCH_MESSAGES"] = str(self.batch_messages)
@@ -445,15 +448,7 @@ class Evaluation:
         if not data["drained"]:
             self.reporter.phase("waiting for extraction", None)
             started = time.monotonic()
-            baseline = await self.client.status()
-            finished = int(baseline.get("turns_done", 0)) + int(baseline.get("turns_failed", 0))
-            drained, status = await self.client.wait_drained(
-                accepted=lambda: self.observer.accepted,
-                baseline_finished=finished - self.observer.accepted,
-                timeout_s=self.options.drain_timeout_s,
-                progress=self.reporter.note,
-                progress_every_s=30.0,
-            )
+            drained, status = await self._wait_queue_empty()
             data["drain_seconds"] += time.monotonic() - started
             data["final_status"] = status
             if not drained:
@@ -464,6 +459,19 @@ class Evaluation:
                 )
             data["drained"] = True
             self._save()
+
+    async def _wait_queue_empty(self) -> tuple[bool, dict[str, Any]]:
+        """Wait until the service has no turn waiting for extraction (`turns_queued == 0`; a
+        turn is queued as soon as the outlet's POST is answered). Returns (drained, status)."""
+        baseline = await self.client.status()
+        finished = int(baseline.get("turns_done", 0)) + int(baseline.get("turns_failed", 0))
+        return await self.client.wait_drained(
+            accepted=lambda: self.observer.accepted,
+            baseline_finished=finished - self.observer.accepted,
+            timeout_s=self.options.drain_timeout_s,
+            progress=self.reporter.note,
+            progress_every_s=30.0,
+        )
 
     async def _replay_session(
         self, conversation: Conversation, user: dict[str, Any], session: Any
@@ -490,6 +498,9 @@ class Evaluation:
                 self.options.stop_after_turns is not None
                 and self.turns_this_run >= self.options.stop_after_turns
             ):
+                # a planned pause lets the extractions in flight finish, so none is cut off
+                # and asked again after the restart
+                await self._wait_queue_empty()
                 raise StopRequested(f"stopped after {self.turns_this_run} turns")
             await self.harness.inlet(chat, body, metadata)
             outlet_body = chat.record_turn(
@@ -804,6 +815,9 @@ def evaluate(
         reporter.note(f"{stop}; run the same command again to continue")
         return None
     finally:
+        # calls the service made after the last save (up to its shutdown) count too
+        state.data["relay"], state.data["relay_seen"] = relay.snapshot()
+        state.save()
         relay.stop()
     results = build_results(options, state, conversations)
     (options.out / "results.json").write_text(
