@@ -85,6 +85,9 @@ __all__ = [
 ]
 
 STATE_VERSION = 1
+#: Completion limit of answer and judge calls: short answers are asked for, but a reasoning
+#: model thinks first (a cut-off thought is read as no answer).
+ANSWER_MAX_TOKENS = 512
 #: Memory sources that are extraction output (not rolling chat summaries or manual edits).
 EXTRACTED_SOURCES = ("extraction", "inference")
 
@@ -615,7 +618,9 @@ async def _answer_one(
         },
     }
     try:
-        reply = await answer.complete(answer_messages(item.question, injected), max_tokens=100)
+        reply = await answer.complete(
+            answer_messages(item.question, injected), max_tokens=ANSWER_MAX_TOKENS
+        )
     except EndpointFailed as exc:
         record |= {
             "answer_error": exc.reason,
@@ -636,7 +641,7 @@ async def _answer_one(
     }
     try:
         graded = await judge.complete(
-            judge_messages(item.question, item.answer, text), max_tokens=50
+            judge_messages(item.question, item.answer, text), max_tokens=ANSWER_MAX_TOKENS
         )
     except EndpointFailed as exc:
         record |= {

@@ -98,7 +98,10 @@ def judge_messages(question: str, gold: str, answer: str) -> list[dict[str, str]
 def clean_answer(text: str) -> str:
     """An answer without reasoning blocks (`<think>…</think>`, which reasoning models emit
     before the answer), stripped; what is graded and scored."""
-    return _REASONING.sub("", text or "").strip()
+    cleaned = _REASONING.sub("", text or "")
+    # a reasoning block cut off by the token limit has no answer after it
+    cut = re.search(r"<(think|thinking|reasoning)>", cleaned, re.IGNORECASE)
+    return (cleaned[: cut.start()] if cut else cleaned).strip()
 
 
 def parse_verdict(text: str) -> bool | None:

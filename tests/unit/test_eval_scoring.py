@@ -116,6 +116,7 @@ def test_reasoning_blocks_are_not_part_of_the_answer() -> None:
     assert clean_answer("<think>Ada said Porto, in June.</think>\nPorto ") == "Porto"
     assert clean_answer("<THINKING>x</THINKING>Porto") == "Porto"
     assert clean_answer("Porto, in June") == "Porto, in June"
+    assert clean_answer("<think>Ada said she would move to") == ""
 
 
 def test_a_memory_credits_at_most_one_fact_best_pairs_first() -> None:
