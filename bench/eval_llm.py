@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -26,6 +26,7 @@ __all__ = [
     "Endpoint",
     "EndpointFailed",
     "endpoint_kind",
+    "public_url",
 ]
 
 #: HTTP statuses worth another try: rate limited, and the server's own transient failures.
@@ -60,12 +61,20 @@ class Endpoint:
         """What the results file names: kind, host, model, settings (never the key)."""
         return {
             "kind": endpoint_kind(self.base_url),
-            "base_url": self.base_url,
+            "base_url": public_url(self.base_url),
             "model": self.model,
             "timeout_s": self.timeout_s,
             "attempts": self.attempts,
             "json_mode": self.json_mode,
         }
+
+
+def public_url(base_url: str) -> str:
+    """The URL without user, password and query (where a key may hide), for the results."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def endpoint_kind(base_url: str) -> str:

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from bench.eval_llm import endpoint_kind
+from bench.eval_llm import endpoint_kind, public_url
 from bench.eval_locomo import pick_questions
 from bench.eval_proxy import classify_request, extraction_answer_parses, request_fingerprint
 from bench.eval_scoring import clean_answer, match_memories, parse_verdict, token_f1
@@ -226,3 +226,10 @@ def test_a_retried_extraction_is_the_same_request_even_with_other_memories_shown
 )
 def test_the_endpoint_kind_is_named_from_its_host(url: str, kind: str) -> None:
     assert endpoint_kind(url) == kind
+
+
+def test_the_results_name_an_endpoint_without_credentials_in_its_url() -> None:
+    assert public_url("https://user:sk-secret@api.example.com:8443/v1?key=sk-2") == (
+        "https://api.example.com:8443/v1"
+    )
+    assert public_url("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/v1"
