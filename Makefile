@@ -9,7 +9,7 @@ TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck
+.PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck eval
 
 # The service alone: no torch (scripts/install.sh says why).
 $(RUN_STAMP): pyproject.toml scripts/install.sh
@@ -51,6 +51,17 @@ replay: $(STAMP) ## replay a LoCoMo conversation through the filter and the serv
 		--data $(LOCOMO) --conversation $(CONVERSATION)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.replay_locomo \
 		--data $(LOCOMO) --conversation $(CONVERSATION) --extraction per-turn
+
+# --- model evaluation: your extraction/answer/judge models on LoCoMo (docs/howto/choose-a-model.md)
+# Without LLM_BASE_URL it runs on the local stand-in model, which proves the harness only
+# (its results say "stand-in"). EVAL_ARGS passes more options, e.g. EVAL_ARGS="--questions 20".
+EVAL_OUT ?= eval-run
+EVAL_ARGS ?=
+
+eval: $(STAMP) ## evaluate LLM_BASE_URL/LLM_MODEL on LoCoMo conversation $(CONVERSATION) (stand-in model when unset)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m service eval \
+		--data $(LOCOMO) --conversation $(CONVERSATION) --out $(EVAL_OUT) \
+		$(if $(LLM_BASE_URL),,--stand-in) $(EVAL_ARGS)
 
 bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-owner index recall (bench/results/)
 	$(BIN)/pip install -e ".[bench]"

@@ -380,7 +380,7 @@ class TurnObserver:
             return response
 
         self._original = original
-        httpx.AsyncClient.send = send  # type: ignore[method-assign]
+        httpx.AsyncClient.send = send  # type: ignore[method-assign,assignment]
 
     def uninstall(self) -> None:
         """Restore `httpx.AsyncClient.send`."""

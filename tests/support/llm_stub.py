@@ -10,7 +10,9 @@ a real model. It serves:
   `finish_reason: "stop"`, a usage chunk when `stream_options.include_usage` is set) followed by
   `data: [DONE]`.
 
-The responder is any `Callable[[dict], str]` that receives the decoded request body. Fields the
+The responder is any `Callable[[dict], str]` that receives the decoded request body; it may
+also return a `StubReply` to answer late (`delay_s`, to test client timeouts) or with an HTTP
+error (`status`, e.g. 429 or 503, to test retries). Fields the
 stub does not use (`tools`, `response_format`, `temperature`, ...) are accepted and ignored.
 Every POST body is kept in `LLMStub.requests` (thread-safe) and, when a path is given, appended
 to a JSON-lines file.
@@ -29,17 +31,41 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_REPLY", "MODEL_ID", "LLMStub", "Responder", "default_responder"]
+__all__ = [
+    "DEFAULT_REPLY",
+    "MODEL_ID",
+    "LLMStub",
+    "Responder",
+    "StubReply",
+    "default_responder",
+]
 
 MODEL_ID = "stub-model"
 DEFAULT_REPLY = "STUB-REPLY ok"
 
-#: Turns a decoded chat-completion request body into the reply text.
-Responder = Callable[[dict[str, Any]], str]
+
+@dataclass(frozen=True)
+class StubReply:
+    """A reply with a delay or an HTTP error instead of plain text.
+
+    `delay_s` seconds pass before anything is sent (a client with a shorter timeout sees a
+    timeout); a `status` other than 200 answers an OpenAI-style error body with that status,
+    `text` as its message and `headers` (e.g. `{"Retry-After": "7"}`).
+    """
+
+    text: str = ""
+    status: int = 200
+    delay_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+#: Turns a decoded chat-completion request body into the reply text (or a `StubReply`).
+Responder = Callable[[dict[str, Any]], "str | StubReply"]
 
 
 def default_responder(request: dict[str, Any]) -> str:
@@ -229,10 +255,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, "the request body is not a JSON object")
             return
         try:
-            text = str(self.stub.responder(body))
+            reply = self.stub.responder(body)
         except Exception as exc:  # the responder is test code: report, do not crash the server
             self._send_error(500, f"the stub responder failed: {exc!r}")
             return
+        if isinstance(reply, StubReply):
+            if reply.delay_s > 0:
+                time.sleep(reply.delay_s)
+            if reply.status != 200:
+                message = reply.text or f"stub status {reply.status}"
+                self._send_json(
+                    reply.status,
+                    {"error": {"message": message, "type": "stub_error"}},
+                    headers=reply.headers,
+                )
+                return
+            text = reply.text
+        else:
+            text = str(reply)
         model = str(body.get("model") or MODEL_ID)
         prompt_tokens = sum(
             _count_words(m.get("content"))
@@ -270,9 +310,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- writers ---------------------------------------------------------------------------
 
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
