@@ -276,6 +276,7 @@ async def _extract(
     operations = await _ask_for_operations(
         rt, messages, refs=refs, allowed=allowed, message_refs=message_refs
     )
+    operations = await _drop_restated_deletes(rt, operations, refs=refs)
     written = [0] * len(batch)
     for op in operations:
         index = message_refs.index(op.message) if op.message else len(batch) - 1
@@ -290,6 +291,35 @@ async def _extract(
             message_id=message_ids[index],
         )
     return written
+
+
+async def _drop_restated_deletes(
+    rt: Runtime, operations: list[Operation], *, refs: dict[str, Memory]
+) -> list[Operation]:
+    """The answer without DELETEs of memories that its own NEW or UPDATE texts restate."""
+    deletes = [
+        (op.ref, refs[op.ref].content)
+        for op in operations
+        if op.op is OpKind.DELETE and op.ref is not None and op.ref in refs
+    ]
+    texts = [op.content for op in operations if op.op in (OpKind.NEW, OpKind.UPDATE)]
+    if not deletes or not texts:
+        return operations
+    vectors = await rt.encoder.encode([text for _, text in deletes] + texts)
+    pairs = [
+        (ref, text, float(np.dot(vectors[i], vectors[len(deletes) + j])))
+        for i, (ref, _) in enumerate(deletes)
+        for j, text in enumerate(texts)
+    ]
+    dropped = dedup.restated_deletes(
+        deletes,
+        pairs,
+        text_threshold=rt.settings.dedup_text_ratio,
+        cosine_threshold=rt.settings.dedup_cosine,
+    )
+    if dropped:
+        log.info("dropped DELETE of %s: the same answer states the fact again", sorted(dropped))
+    return [op for op in operations if not (op.op is OpKind.DELETE and op.ref in dropped)]
 
 
 async def _ask_for_operations(
@@ -382,11 +412,8 @@ async def _apply(
                 after={"confidence": raised},
             )
         return 0
-    if (
-        target is not None
-        and dedup.text_ratio(content, target.content) > rt.settings.dedup_text_ratio
-    ):
-        return 0
+    if target is not None and dedup.is_unchanged(content, target.content):
+        return 0  # any other difference is a correction, one letter included (DESIGN §5.4)
     new = await memories.insert(
         session,
         owner_kind=cell.owner_kind,
