@@ -8,18 +8,24 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from service.core import limits
 from service.core.records import Bank, ChatContext, ChatKind, Memory
 from service.core.reminders import Reminder, TriggerKind
 
-MAX_MESSAGE_CHARS = 32_000
-MAX_MEMORY_CHARS = 2_000
+MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
+MAX_MEMORY_CHARS = limits.MAX_FACT_CHARS
 ID = Field(min_length=1, max_length=255)
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
+    """An aware datetime (naive = UTC) in the accepted range (`core.limits.check_date`), or None.
+
+    Raises:
+        ValueError: outside 1970-01-01 .. now + 10 years (answered 422 with the range).
+    """
+    if value is None:
+        return None
+    return limits.check_date(value, now=datetime.now(UTC))
 
 
 class ChatContextIn(BaseModel):
