@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.core import limits
 from service.core.reminders import CONTEXT_SIMILARITY
 from service.errors import ConfigurationError
 
@@ -126,7 +127,7 @@ class Settings(BaseSettings):
         default=400,
         alias="MEMORY_BUDGET_TOKENS",
         ge=0,
-        le=8000,
+        le=limits.MAX_FACT_CHARS,
         description="Default token budget of the injected memories (the filter valve wins).",
     )
     max_injected: int = Field(
@@ -262,7 +263,7 @@ class Settings(BaseSettings):
         default=600,
         alias="MEMORY_CHAT_SUMMARY_MAX_CHARS",
         ge=100,
-        le=8000,
+        le=limits.MAX_FACT_CHARS,
         description="Longest rolling chat summary in characters.",
     )
     worker_concurrency: int = Field(
@@ -371,7 +372,7 @@ class Settings(BaseSettings):
         default=600,
         alias="MEMORY_SUMMARY_MAX_CHARS",
         ge=100,
-        le=4000,
+        le=limits.MAX_FACT_CHARS,
         description="Longest summary text in characters (its sources may fill 80 % of it).",
     )
     memory_cap: int = Field(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -15,6 +15,7 @@ from service.core.reminders import Reminder, TriggerKind
 MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
 MAX_MEMORY_CHARS = limits.MAX_FACT_CHARS
 ID = Field(min_length=1, max_length=255)
+Tag = Annotated[str, Field(min_length=1, max_length=limits.MAX_TAG_CHARS)]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -203,7 +204,7 @@ class MemoryCreate(BaseModel):
 
     content: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS)
     bank: Bank = Bank.PERSONAL
-    tags: list[str] = Field(default_factory=list, max_length=10)
+    tags: list[Tag] = Field(default_factory=list, max_length=limits.MAX_TAGS)
     folder_id: str | None = Field(default=None, max_length=255)
 
 
@@ -212,7 +213,7 @@ class MemoryUpdate(BaseModel):
 
     content: str | None = Field(default=None, min_length=1, max_length=MAX_MEMORY_CHARS)
     bank: Bank | None = None
-    tags: list[str] | None = Field(default=None, max_length=10)
+    tags: list[Tag] | None = Field(default=None, max_length=limits.MAX_TAGS)
 
 
 class MemoryRead(BaseModel):
@@ -269,7 +270,11 @@ class CommandRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     chat: ChatContextIn
-    command: str = Field(min_length=1, max_length=4_000)
+    command: str = Field(
+        min_length=1,
+        max_length=MAX_MESSAGE_CHARS,
+        description="longer than core.limits.MAX_COMMAND_CHARS: answered with a sentence",
+    )
     now: datetime | None = Field(default=None, description="when it was typed; default: now")
 
     @field_validator("now")

@@ -8,7 +8,12 @@ a message is what a chat turn carries (32,000 characters, about 8,000 tokens).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Generic, Protocol, TypeVar
+
+from service.errors import InvalidInput
 
 MAX_FACT_CHARS = 2_000
 """Characters of one memory's text (hand-written, extracted or summarized)."""
@@ -52,3 +57,70 @@ def check_date(value: datetime, *, now: datetime) -> datetime:
 def clip(text: str, limit: int) -> str:
     """`text` cut to at most `limit` characters (the end marked by "…")."""
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def check_fact(text: str) -> str:
+    """`text` when it fits in a memory.
+
+    Raises:
+        InvalidInput: more than MAX_FACT_CHARS characters, with a sentence giving both.
+    """
+    if len(text) > MAX_FACT_CHARS:
+        raise InvalidInput(
+            f"a memory holds at most {MAX_FACT_CHARS} characters; this one has {len(text)}"
+        )
+    return text
+
+
+def check_tags(tags: Sequence[str]) -> tuple[str, ...]:
+    """`tags` when there are at most MAX_TAGS of at most MAX_TAG_CHARS characters each.
+
+    Raises:
+        InvalidInput: too many tags, or a tag too long, with a sentence.
+    """
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"a memory has at most {MAX_TAGS} tags; {len(tags)} were given")
+    for tag in tags:
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidInput(f"a tag has at most {MAX_TAG_CHARS} characters")
+    return tuple(tags)
+
+
+def check_command(text: str) -> str:
+    """`text` when it is short enough for a `/memory` command.
+
+    Raises:
+        InvalidInput: more than MAX_COMMAND_CHARS characters, with a sentence giving both.
+    """
+    if len(text) > MAX_COMMAND_CHARS:
+        raise InvalidInput(
+            f"a command holds at most {MAX_COMMAND_CHARS} characters; this one has {len(text)}"
+        )
+    return text
+
+
+class _HasContent(Protocol):
+    @property
+    def content(self) -> str: ...
+
+
+_Op = TypeVar("_Op", bound=_HasContent)
+
+
+@dataclass(frozen=True, slots=True)
+class CappedOperations(Generic[_Op]):
+    """An LLM answer's operations within the limits, and how many were dropped."""
+
+    kept: list[_Op]  #: in the answer's order
+    too_long: int  #: dropped: text over MAX_FACT_CHARS
+    past_cap: int  #: dropped: after the first MAX_OPERATIONS
+
+
+def cap_operations(operations: Sequence[_Op]) -> CappedOperations[_Op]:
+    """The first MAX_OPERATIONS operations whose text fits in a memory."""
+    fitting = [op for op in operations if len(op.content) <= MAX_FACT_CHARS]
+    return CappedOperations(
+        kept=fitting[:MAX_OPERATIONS],
+        too_long=len(operations) - len(fitting),
+        past_cap=max(len(fitting) - MAX_OPERATIONS, 0),
+    )

@@ -21,7 +21,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service import observability
-from service.core import batching, dedup, privacy, safety
+from service.core import batching, dedup, limits, privacy, safety
 from service.core.extraction import (
     REPAIR_PROMPT,
     Operation,
@@ -333,8 +333,13 @@ async def _ask_for_operations(
     """One LLM call, and one repair retry when the answer is not valid (DESIGN §5.3)."""
     answer = await rt.llm.complete(messages, json_answer=True)
     try:
-        return parse_operations(
-            decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
+        return _within_limits(
+            parse_operations(
+                decode_json_answer(answer),
+                refs=refs,
+                allowed_banks=allowed,
+                message_refs=message_refs,
+            )
         )
     except ExtractionOutputInvalid:
         log.info("extraction answer invalid; retrying once with a repair prompt")
@@ -344,9 +349,26 @@ async def _ask_for_operations(
         {"role": "user", "content": REPAIR_PROMPT},
     ]
     answer = await rt.llm.complete(retry, json_answer=True)
-    return parse_operations(
-        decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
+    return _within_limits(
+        parse_operations(
+            decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
+        )
     )
+
+
+def _within_limits(operations: list[Operation]) -> list[Operation]:
+    """The operations within `core.limits`; the LLM's excess is dropped and logged."""
+    capped = limits.cap_operations(operations)
+    if capped.too_long or capped.past_cap:
+        log.warning(
+            "extraction answer: dropped %s operations over %s characters and %s operations "
+            "past the cap of %s",
+            capped.too_long,
+            limits.MAX_FACT_CHARS,
+            capped.past_cap,
+            limits.MAX_OPERATIONS,
+        )
+    return capped.kept
 
 
 async def _apply(
