@@ -10,6 +10,7 @@ partial. Afterwards the chat's rolling summary may take the batch in
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import unicodedata
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service import observability
 from service.core import batching, dedup, limits, privacy, safety
+from service.core import reminders as reminder_policy
 from service.core.extraction import (
     REPAIR_PROMPT,
     Operation,
@@ -266,10 +268,16 @@ async def _extract(
     fallback = datetime.now(UTC)
     times = [t.occurred_at or fallback for t in batch]
     message_refs = [message_ref(i) for i in range(len(batch))]
+    # dates in the prompt are the user's: "tomorrow" on a California evening is their tomorrow
+    zone, _ = reminder_policy.resolve_zone(chat.timezone)
+    local = [
+        dataclasses.replace(t, occurred_at=at.astimezone(zone))
+        for t, at in zip(batch, times, strict=True)
+    ]
     messages = build_messages(
-        turns=batch,
+        turns=local,
         user_name=chat.user_name,
-        now=times[-1],
+        now=times[-1].astimezone(zone),
         neighbours=list(refs.items()),
         allowed_banks=allowed,
     )
