@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from procrastinate import exceptions as job_errors
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
 from service.core import batching, commands, privacy, safety
@@ -118,6 +119,8 @@ async def accept_turn(
         due = False
         if turn_id is not None:
             waiting = await turns.pending(session, chat_id=chat.chat_id, user_id=chat.user_id)
+            if chat.kind is ChatKind.SAVED:
+                waiting = await _drop_replaced(session, turn_id=turn_id, waiting=waiting)
             due = bool(
                 batching.plan_batches(
                     [pending_view(t) for t in waiting], batch_policy(rt.settings), quiet=False
@@ -133,6 +136,33 @@ async def accept_turn(
     if due:
         return "queued", "turn saved for extraction"
     return "queued", "turn saved; extracted with this chat's next batch"
+
+
+REPLACED = "replaced: the user edited an earlier message of this branch"
+"""Why a waiting turn was discarded by an edit (shown in the admin listing of turns)."""
+
+
+async def _drop_replaced(session: AsyncSession, *, turn_id: int, waiting: list[Turn]) -> list[Turn]:
+    """Discard the waiting turns an edit took off the chat's branch (`replaced_turns`);
+    returns the turns still waiting."""
+
+    def place(turn: Turn) -> batching.BranchTurn:
+        texts = turn.payload.get("texts") or {}
+        return batching.BranchTurn(
+            turn_id=turn.id,
+            user_message=str(texts.get("user") or ""),
+            history=[(str(r), str(t)) for r, t in texts.get("history") or []],
+        )
+
+    new = next((t for t in waiting if t.id == turn_id), None)
+    if new is None:
+        return waiting
+    gone = batching.replaced_turns(place(new), [place(t) for t in waiting])
+    if not gone:
+        return waiting
+    discarded = await turns.discard_waiting(session, turn_ids=gone, reason=REPLACED)
+    log.info("turn %s replaced %s waiting turns of an edited branch", turn_id, discarded)
+    return [t for t in waiting if t.id not in gone]
 
 
 async def defer_extraction(

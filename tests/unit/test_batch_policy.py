@@ -253,3 +253,21 @@ def test_the_summary_prompt_carries_the_previous_summary_and_only_new_messages()
         "NEW MESSAGES (2):\n<new_messages>\n[2026-05-08] Ana: We fly on June 3.\n"
         "[2026-05-08] assistant: Noted.\n</new_messages>"
     )
+
+
+def test_an_edit_replaces_the_old_sibling_and_the_turns_that_followed_it() -> None:
+    from service.core.batching import BranchTurn, replaced_turns
+
+    old = BranchTurn(1, "I have a dog", [("assistant", "Hi!")])
+    follower = BranchTurn(2, "He is 3", [("assistant", "Hi!"), ("user", "I have a dog")])
+    elsewhere = BranchTurn(3, "I live in Lyon", [("user", "Unrelated"), ("assistant", "Ok")])
+    edit = BranchTurn(4, "I have a cat", [("assistant", "Hi!")])
+    assert replaced_turns(edit, [old, follower, elsewhere, edit]) == [1, 2]
+    # the same text at the same place is the same message, not an edit
+    again = BranchTurn(5, "I have  a dog", [("assistant", "Hi!")])
+    assert replaced_turns(again, [old, again]) == []
+    # a turn further along the branch replaces nothing
+    onward = BranchTurn(
+        6, "Walks daily", [("assistant", "Hi!"), ("user", "I have a dog"), ("user", "He is 3")]
+    )
+    assert replaced_turns(onward, [old, follower, onward]) == []
