@@ -523,6 +523,11 @@ def _finished_turn(
     occurred_at = _iso_time(user_message.get("timestamp")) or _iso_time(fallback_timestamp)
     if occurred_at is not None:
         turn["occurred_at"] = occurred_at
+    # The message before it in the branch: a later turn with the same parent is an edit of
+    # this one, and the service then learns only from the new text.
+    parent_id = items[user_index - 1].get("id") if user_index > 0 else ""
+    if isinstance(parent_id, str):
+        turn["parent_message_id"] = parent_id
     return turn
 
 

@@ -184,6 +184,13 @@ class TurnRequest(BaseModel):
     assistant_message: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
     history: list[HistoryMessage] = Field(default_factory=list, max_length=6)
     occurred_at: datetime | None = None
+    parent_message_id: str | None = Field(
+        default=None,
+        max_length=255,
+        description="id of the message before the user message in the chat's branch; "
+        '"" when it opens the chat; absent when unknown. A later turn with the same parent '
+        "is an edit, and the older one's waiting turn is not extracted.",
+    )
 
     @field_validator("occurred_at")
     @classmethod

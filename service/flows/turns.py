@@ -75,6 +75,7 @@ async def accept_turn(
     assistant_message: str | None,
     history: list[tuple[str, str]],
     occurred_at: datetime | None,
+    parent_message_id: str | None = None,
 ) -> tuple[str, str]:
     """Store the turn and queue its extraction; answers before any extraction work.
 
@@ -98,6 +99,7 @@ async def accept_turn(
         "chat": chat_to_json(chat),
         "occurred_at": occurred_at.isoformat() if occurred_at else None,
         "texts": texts,
+        "parent": parent_message_id,
     }
     digest = batching.message_hash(
         chat_id=chat.chat_id,
@@ -122,7 +124,7 @@ async def accept_turn(
         due = False
         if turn_id is not None:
             waiting = await turns.pending(session, chat_id=chat.chat_id, user_id=chat.user_id)
-            if chat.kind is ChatKind.SAVED:
+            if parent_message_id is not None:
                 waiting = await _drop_replaced(session, turn_id=turn_id, waiting=waiting)
             due = bool(
                 batching.plan_batches(
@@ -149,10 +151,12 @@ async def _drop_replaced(session: AsyncSession, *, turn_id: int, waiting: list[T
 
     def place(turn: Turn) -> batching.BranchTurn:
         texts = turn.payload.get("texts") or {}
+        parent = turn.payload.get("parent")
         return batching.BranchTurn(
             turn_id=turn.id,
             user_message=str(texts.get("user") or ""),
             history=[(str(r), str(t)) for r, t in texts.get("history") or []],
+            parent=parent if isinstance(parent, str) else None,
         )
 
     new = next((t for t in waiting if t.id == turn_id), None)
