@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.core import limits
 from service.core.reminders import CONTEXT_SIMILARITY
+from service.core.retries import RetryPolicy
 from service.errors import ConfigurationError
 
 
@@ -213,7 +214,31 @@ class Settings(BaseSettings):
         alias="MEMORY_EXTRACTION_ATTEMPTS",
         ge=1,
         le=20,
-        description="Tries of an extraction job (LLM down) before its turn is marked failed.",
+        description="Tries of an extraction job failing for another reason than an "
+        "unreachable LLM before its turn is marked failed.",
+    )
+    extraction_retry_base_s: float = Field(
+        default=4.0,
+        alias="MEMORY_EXTRACTION_RETRY_BASE_S",
+        gt=0,
+        le=3_600,
+        description="Wait after a first failed extraction (LLM down); doubles each time.",
+    )
+    extraction_retry_max_wait_s: float = Field(
+        default=300.0,
+        alias="MEMORY_EXTRACTION_RETRY_MAX_WAIT_S",
+        gt=0,
+        le=86_400,
+        description="Longest wait between two tries while the LLM is down: a backlog "
+        "drains this soon after the LLM is back.",
+    )
+    extraction_give_up_after_s: float = Field(
+        default=86_400.0,
+        alias="MEMORY_EXTRACTION_GIVE_UP_S",
+        gt=0,
+        le=30 * 86_400,
+        description="A turn waiting this long (its waits added up) for an unreachable LLM "
+        "is marked failed (turns retry-failed takes it again).",
     )
     # --- extraction batches and rolling chat summaries (seeds/000) ----------------------
     # Tokens, messages and lookback are the founding guide's (seeds/000). The quiet period
@@ -276,6 +301,15 @@ class Settings(BaseSettings):
     run_workers: bool = Field(
         default=True, alias="MEMORY_RUN_WORKERS", description="Run job workers in the API process."
     )
+
+    def retry_policy(self) -> RetryPolicy:
+        """The extraction jobs' retry schedule (service/core/retries.py)."""
+        return RetryPolicy(
+            base_s=self.extraction_retry_base_s,
+            max_wait_s=self.extraction_retry_max_wait_s,
+            give_up_after_s=self.extraction_give_up_after_s,
+            max_attempts=self.extraction_max_attempts,
+        )
 
     @field_validator("llm_base_url")
     @classmethod

@@ -65,7 +65,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
             timeout_s=settings.llm_timeout_s,
             json_mode=settings.llm_json_mode,
         )
-        jobs = build_job_app(libpq_url(url), max_attempts=settings.extraction_max_attempts)
+        jobs = build_job_app(libpq_url(url), retry_policy=settings.retry_policy())
         workers: asyncio.Task[None] | None = None
         async with jobs.open_async():
             runtime = Runtime(settings=settings, db=db, encoder=enc, llm=llm, jobs=jobs)
