@@ -53,6 +53,15 @@ def summarize(folder: Path) -> str:
             ),
         ),
         (
+            "long_outage",
+            lambda f: (
+                f"Long LLM outage: {f['outage_s']} s down, {f['turns_arrived']} turns "
+                f"arrived, {f['failed_llm_calls_during_outage']} failed LLM calls, "
+                f"{f['turns_failed']} parked; the backlog drained by itself "
+                f"{f['backlog_drained_s']} s after the LLM was back."
+            ),
+        ),
+        (
             "database_restart",
             lambda f: (
                 f"Database restart under a running service: API ready "

@@ -29,6 +29,11 @@ EventEmitter = Callable[[dict[str, Any]], Awaitable[None] | None]
 STATUS_UNAVAILABLE = "Memory unavailable — answering without it"
 STATUS_NOT_SAVED = "Memory could not save this turn"
 
+# Longest text sent to the service in one field: its MAX_MESSAGE_CHARS
+# (service/core/limits.py). Longer messages are shortened, keeping their end.
+MAX_SENT_CHARS = 32_000
+_CUT_MARK = "… "
+
 _AUTOMATED_SESSION_PREFIXES = ("automation:", "subagent:", "timer:")
 _TEMPORARY_CHAT_PREFIXES = ("temporary:", "local:")
 _CHANNEL_CHAT_PREFIX = "channel:"
@@ -233,7 +238,7 @@ async def _recall_into(
         return  # an admin keeps memories away from this model (e.g. an external provider)
 
     request_body: dict[str, Any] = {
-        "message": text,
+        "message": _shortened(text),
         "budget_tokens": valves.budget_tokens,
     }
     now = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
@@ -632,16 +637,21 @@ def _finished_turn(
 
     turn: dict[str, Any] = {
         "user_message_id": user_message_id,
-        "user_message": user_text,
+        "user_message": _shortened(user_text),
         "history": _history_before(items, user_index),
     }
     if reply_index is not None:
         reply_text = _assistant_text(items[reply_index].get("content"))
         if reply_text.strip():
-            turn["assistant_message"] = reply_text
+            turn["assistant_message"] = _shortened(reply_text)
     occurred_at = _iso_time(user_message.get("timestamp")) or _iso_time(fallback_timestamp)
     if occurred_at is not None:
         turn["occurred_at"] = occurred_at
+    # The message before it in the branch: a later turn with the same parent is an edit of
+    # this one, and the service then learns only from the new text.
+    parent_id = items[user_index - 1].get("id") if user_index > 0 else ""
+    if isinstance(parent_id, str):
+        turn["parent_message_id"] = parent_id
     return turn
 
 
@@ -656,7 +666,7 @@ def _history_before(messages: list[dict[str, Any]], end: int) -> list[dict[str, 
         text = _assistant_text(content) if role == "assistant" else _text_of(content)
         if not text.strip():
             continue
-        history.append({"role": role, "content": text})
+        history.append({"role": role, "content": _shortened(text)})
         if len(history) == _HISTORY_MESSAGES:
             break
     history.reverse()
@@ -979,6 +989,14 @@ def _text_of(content: Any) -> str:
 
 def _assistant_text(content: Any) -> str:
     return _DETAILS_BLOCK.sub("", _text_of(content)).strip()
+
+
+def _shortened(text: str) -> str:
+    """`text`, or "… " and its last characters when longer than MAX_SENT_CHARS: the end of a
+    long message (after a pasted document or log) usually carries the request."""
+    if len(text) <= MAX_SENT_CHARS:
+        return text
+    return _CUT_MARK + text[len(text) - MAX_SENT_CHARS + len(_CUT_MARK) :]
 
 
 def _iso_time(value: Any) -> str | None:

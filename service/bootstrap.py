@@ -91,7 +91,7 @@ def build_runtime(
         llm=build_llm(settings),
         jobs=build_job_app(
             libpq_url(url),
-            max_attempts=settings.extraction_max_attempts,
+            retry_policy=settings.retry_policy(),
             pool_size=settings.jobs_pool_size,
             pooled=pooled,
         ),

@@ -11,7 +11,9 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.core import limits
 from service.core.reminders import CONTEXT_SIMILARITY
+from service.core.retries import RetryPolicy
 from service.errors import ConfigurationError
 
 
@@ -166,7 +168,7 @@ class Settings(BaseSettings):
         default=400,
         alias="MEMORY_BUDGET_TOKENS",
         ge=0,
-        le=8000,
+        le=limits.MAX_FACT_CHARS,
         description="Default token budget of the injected memories (the filter valve wins).",
     )
     max_injected: int = Field(
@@ -252,7 +254,31 @@ class Settings(BaseSettings):
         alias="MEMORY_EXTRACTION_ATTEMPTS",
         ge=1,
         le=20,
-        description="Tries of an extraction job (LLM down) before its turn is marked failed.",
+        description="Tries of an extraction job failing for another reason than an "
+        "unreachable LLM before its turn is marked failed.",
+    )
+    extraction_retry_base_s: float = Field(
+        default=4.0,
+        alias="MEMORY_EXTRACTION_RETRY_BASE_S",
+        gt=0,
+        le=3_600,
+        description="Wait after a first failed extraction (LLM down); doubles each time.",
+    )
+    extraction_retry_max_wait_s: float = Field(
+        default=300.0,
+        alias="MEMORY_EXTRACTION_RETRY_MAX_WAIT_S",
+        gt=0,
+        le=86_400,
+        description="Longest wait between two tries while the LLM is down: a backlog "
+        "drains this soon after the LLM is back.",
+    )
+    extraction_give_up_after_s: float = Field(
+        default=86_400.0,
+        alias="MEMORY_EXTRACTION_GIVE_UP_S",
+        gt=0,
+        le=30 * 86_400,
+        description="A turn waiting this long (its waits added up) for an unreachable LLM "
+        "is marked failed (turns retry-failed takes it again).",
     )
     # --- extraction batches and rolling chat summaries (seeds/000) ----------------------
     # Tokens, messages and lookback are the founding guide's (seeds/000). The quiet period
@@ -302,7 +328,7 @@ class Settings(BaseSettings):
         default=600,
         alias="MEMORY_CHAT_SUMMARY_MAX_CHARS",
         ge=100,
-        le=8000,
+        le=limits.MAX_FACT_CHARS,
         description="Longest rolling chat summary in characters.",
     )
     worker_concurrency: int = Field(
@@ -315,6 +341,15 @@ class Settings(BaseSettings):
     run_workers: bool = Field(
         default=True, alias="MEMORY_RUN_WORKERS", description="Run job workers in the API process."
     )
+
+    def retry_policy(self) -> RetryPolicy:
+        """The extraction jobs' retry schedule (service/core/retries.py)."""
+        return RetryPolicy(
+            base_s=self.extraction_retry_base_s,
+            max_wait_s=self.extraction_retry_max_wait_s,
+            give_up_after_s=self.extraction_give_up_after_s,
+            max_attempts=self.extraction_max_attempts,
+        )
 
     @field_validator("llm_base_url")
     @classmethod
@@ -425,7 +460,7 @@ class Settings(BaseSettings):
         default=600,
         alias="MEMORY_SUMMARY_MAX_CHARS",
         ge=100,
-        le=4000,
+        le=limits.MAX_FACT_CHARS,
         description="Longest summary text in characters (its sources may fill 80 % of it).",
     )
     memory_cap: int = Field(

@@ -46,6 +46,10 @@ class DatabaseUnavailable(MemoryServiceError):
     """PostgreSQL could not be reached."""
 
 
+class QueueUnavailable(DatabaseUnavailable):
+    """The job queue did not take the turn; nothing was saved, hand it over again."""
+
+
 class SummaryOutputInvalid(ExtractionOutputInvalid):
     """The LLM's summary of a memory cluster is not valid, even after repair."""
 

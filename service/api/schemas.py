@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from service.core import limits
 from service.core.records import Bank, ChatContext, ChatKind, Memory
 from service.core.reminders import Reminder, TriggerKind
 
-MAX_MESSAGE_CHARS = 32_000
-MAX_MEMORY_CHARS = 2_000
+MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
+MAX_MEMORY_CHARS = limits.MAX_FACT_CHARS
 ID = Field(min_length=1, max_length=255)
+Tag = Annotated[str, Field(min_length=1, max_length=limits.MAX_TAG_CHARS)]
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
+    """An aware datetime (naive = UTC) in the accepted range (`core.limits.check_date`), or None.
+
+    Raises:
+        ValueError: outside 1970-01-01 .. now + 10 years (answered 422 with the range).
+    """
+    if value is None:
+        return None
+    return limits.check_date(value, now=datetime.now(UTC))
 
 
 class ChatContextIn(BaseModel):
@@ -177,6 +184,13 @@ class TurnRequest(BaseModel):
     assistant_message: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
     history: list[HistoryMessage] = Field(default_factory=list, max_length=6)
     occurred_at: datetime | None = None
+    parent_message_id: str | None = Field(
+        default=None,
+        max_length=255,
+        description="id of the message before the user message in the chat's branch; "
+        '"" when it opens the chat; absent when unknown. A later turn with the same parent '
+        "is an edit, and the older one's waiting turn is not extracted.",
+    )
 
     @field_validator("occurred_at")
     @classmethod
@@ -197,7 +211,7 @@ class MemoryCreate(BaseModel):
 
     content: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS)
     bank: Bank = Bank.PERSONAL
-    tags: list[str] = Field(default_factory=list, max_length=10)
+    tags: list[Tag] = Field(default_factory=list, max_length=limits.MAX_TAGS)
     folder_id: str | None = Field(default=None, max_length=255)
 
 
@@ -206,7 +220,7 @@ class MemoryUpdate(BaseModel):
 
     content: str | None = Field(default=None, min_length=1, max_length=MAX_MEMORY_CHARS)
     bank: Bank | None = None
-    tags: list[str] | None = Field(default=None, max_length=10)
+    tags: list[Tag] | None = Field(default=None, max_length=limits.MAX_TAGS)
 
 
 class MemoryRead(BaseModel):
@@ -263,7 +277,11 @@ class CommandRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     chat: ChatContextIn
-    command: str = Field(min_length=1, max_length=4_000)
+    command: str = Field(
+        min_length=1,
+        max_length=MAX_MESSAGE_CHARS,
+        description="longer than core.limits.MAX_COMMAND_CHARS: answered with a sentence",
+    )
     now: datetime | None = Field(default=None, description="when it was typed; default: now")
 
     @field_validator("now")

@@ -173,3 +173,48 @@ def plan_batches(
             batches.append(tuple(t.turn_id for t in current))
             current, tokens = [], 0
     return batches
+
+
+@dataclass(frozen=True, slots=True)
+class BranchTurn:
+    """Where a turn sits in its chat: the message before it, its text and its history."""
+
+    turn_id: int
+    user_message: str
+    history: Sequence[tuple[str, str]]  #: (role, text) before it, oldest first (≤ 6)
+    parent: str | None = None  #: id of the message before it; "" opens the chat; None unknown
+
+
+def replaced_turns(new: BranchTurn, waiting: Sequence[BranchTurn]) -> list[int]:
+    """Waiting turns of one sender in one chat that the chat's branch no longer holds.
+
+    An older waiting turn with the same parent message (both known) but another text is the
+    message before an edit (Open WebUI keeps both as siblings and shows the new one); a
+    later waiting turn whose history quotes that old text followed it on the abandoned
+    branch. Neither may be learned from. Turns whose parent is unknown (API clients that
+    send none) are never taken for edits. Texts are compared NFC-normalized with whitespace
+    collapsed, as for `message_hash`.
+
+    Returns:
+        Their turn ids, ascending.
+    """
+    if new.parent is None:
+        return []
+    new_text = _canonical(new.user_message)
+    gone: set[int] = set()
+    for turn in waiting:
+        if turn.turn_id == new.turn_id or turn.turn_id in gone or turn.parent != new.parent:
+            continue
+        if _canonical(turn.user_message) == new_text:
+            continue
+        gone.add(turn.turn_id)
+        said = ("user", _canonical(turn.user_message))
+        gone.update(
+            later.turn_id
+            for later in waiting
+            if later.turn_id > turn.turn_id
+            and later.turn_id != new.turn_id
+            and later.parent is not None
+            and said in [(role, _canonical(text)) for role, text in later.history]
+        )
+    return sorted(gone)

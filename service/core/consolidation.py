@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from service.core import safety
+from service.core import limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
 from service.errors import SummaryOutputInvalid
 
@@ -164,8 +164,8 @@ class Cluster:
 
     @property
     def tags(self) -> tuple[str, ...]:
-        """Every tag of the sources, first seen first (a summary keeps them all)."""
-        return tuple(dict.fromkeys(t for m in self.members for t in m.tags))
+        """The sources' tags, first seen first, at most `limits.MAX_TAGS` (a memory's cap)."""
+        return tuple(dict.fromkeys(t for m in self.members for t in m.tags))[: limits.MAX_TAGS]
 
     @property
     def first_stated_at(self) -> datetime:

@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 
 from service.core import commands as text
-from service.core import privacy
+from service.core import limits, privacy
 from service.core import reminders as reminder_policy
 from service.core.commands import Command, CommandName
 from service.core.records import (
@@ -50,6 +50,10 @@ async def run_command(
     Returns:
         (command name or "unknown", Markdown text to show the user verbatim).
     """
+    try:
+        limits.check_command(command_text)
+    except InvalidInput as exc:
+        return "unknown", f"That didn't work: {text.escape_markdown(str(exc))}."
     command = dataclasses.replace(text.parse(command_text), at=now)
     if command.name is None:
         return "unknown", text.unknown_command_text(command.word)

@@ -10,6 +10,7 @@ partial. Afterwards the chat's rolling summary may take the batch in
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import unicodedata
 from collections.abc import Sequence
@@ -21,7 +22,8 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service import observability
-from service.core import batching, dedup, privacy, safety
+from service.core import batching, dedup, limits, privacy, safety
+from service.core import reminders as reminder_policy
 from service.core.extraction import (
     REPAIR_PROMPT,
     Operation,
@@ -266,16 +268,23 @@ async def _extract(
     fallback = datetime.now(UTC)
     times = [t.occurred_at or fallback for t in batch]
     message_refs = [message_ref(i) for i in range(len(batch))]
+    # dates in the prompt are the user's: "tomorrow" on a California evening is their tomorrow
+    zone, _ = reminder_policy.resolve_zone(chat.timezone)
+    local = [
+        dataclasses.replace(t, occurred_at=at.astimezone(zone))
+        for t, at in zip(batch, times, strict=True)
+    ]
     messages = build_messages(
-        turns=batch,
+        turns=local,
         user_name=chat.user_name,
-        now=times[-1],
+        now=times[-1].astimezone(zone),
         neighbours=list(refs.items()),
         allowed_banks=allowed,
     )
     operations = await _ask_for_operations(
         rt, messages, refs=refs, allowed=allowed, message_refs=message_refs
     )
+    operations = await _drop_restated_deletes(rt, operations, refs=refs)
     written = [0] * len(batch)
     for op in operations:
         index = message_refs.index(op.message) if op.message else len(batch) - 1
@@ -292,6 +301,35 @@ async def _extract(
     return written
 
 
+async def _drop_restated_deletes(
+    rt: Runtime, operations: list[Operation], *, refs: dict[str, Memory]
+) -> list[Operation]:
+    """The answer without DELETEs of memories that its own NEW or UPDATE texts restate."""
+    deletes = [
+        (op.ref, refs[op.ref].content)
+        for op in operations
+        if op.op is OpKind.DELETE and op.ref is not None and op.ref in refs
+    ]
+    texts = [op.content for op in operations if op.op in (OpKind.NEW, OpKind.UPDATE)]
+    if not deletes or not texts:
+        return operations
+    vectors = await rt.encoder.encode([text for _, text in deletes] + texts)
+    pairs = [
+        (ref, text, float(np.dot(vectors[i], vectors[len(deletes) + j])))
+        for i, (ref, _) in enumerate(deletes)
+        for j, text in enumerate(texts)
+    ]
+    dropped = dedup.restated_deletes(
+        deletes,
+        pairs,
+        text_threshold=rt.settings.dedup_text_ratio,
+        cosine_threshold=rt.settings.dedup_cosine,
+    )
+    if dropped:
+        log.info("dropped DELETE of %s: the same answer states the fact again", sorted(dropped))
+    return [op for op in operations if not (op.op is OpKind.DELETE and op.ref in dropped)]
+
+
 async def _ask_for_operations(
     rt: Runtime,
     messages: list[dict[str, str]],
@@ -303,8 +341,13 @@ async def _ask_for_operations(
     """One LLM call, and one repair retry when the answer is not valid (DESIGN §5.3)."""
     answer = await rt.llm.complete(messages, json_answer=True)
     try:
-        return parse_operations(
-            decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
+        return _within_limits(
+            parse_operations(
+                decode_json_answer(answer),
+                refs=refs,
+                allowed_banks=allowed,
+                message_refs=message_refs,
+            )
         )
     except ExtractionOutputInvalid:
         log.info("extraction answer invalid; retrying once with a repair prompt")
@@ -314,9 +357,26 @@ async def _ask_for_operations(
         {"role": "user", "content": REPAIR_PROMPT},
     ]
     answer = await rt.llm.complete(retry, json_answer=True)
-    return parse_operations(
-        decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
+    return _within_limits(
+        parse_operations(
+            decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
+        )
     )
+
+
+def _within_limits(operations: list[Operation]) -> list[Operation]:
+    """The operations within `core.limits`; the LLM's excess is dropped and logged."""
+    capped = limits.cap_operations(operations)
+    if capped.too_long or capped.past_cap:
+        log.warning(
+            "extraction answer: dropped %s operations over %s characters and %s operations "
+            "past the cap of %s",
+            capped.too_long,
+            limits.MAX_FACT_CHARS,
+            capped.past_cap,
+            limits.MAX_OPERATIONS,
+        )
+    return capped.kept
 
 
 async def _apply(
@@ -382,11 +442,8 @@ async def _apply(
                 after={"confidence": raised},
             )
         return 0
-    if (
-        target is not None
-        and dedup.text_ratio(content, target.content) > rt.settings.dedup_text_ratio
-    ):
-        return 0
+    if target is not None and dedup.is_unchanged(content, target.content):
+        return 0  # any other difference is a correction, one letter included (DESIGN §5.4)
     new = await memories.insert(
         session,
         owner_kind=cell.owner_kind,

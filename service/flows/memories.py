@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from service.core import safety
+from service.core import limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import chat_summary
@@ -40,6 +40,7 @@ def _clean(content: str) -> str:
     text = unicodedata.normalize("NFC", content).strip()
     if not text:
         raise InvalidInput("the memory text is empty")
+    limits.check_fact(text)
     if safety.looks_like_instruction(text):
         raise InvalidInput("memories hold facts, not instructions to the assistant")
     return safety.redact_secrets(text)
@@ -130,9 +131,10 @@ async def add(
     """Store a memory written by a person into `cell` (confidence 1.0); audited.
 
     Raises:
-        InvalidInput: empty or instruction-like text.
+        InvalidInput: empty, too long or instruction-like text; too many or too long tags.
     """
     text = _clean(content)
+    tags = limits.check_tags(tags)
     vector = await rt.encoder.encode_one(text)
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:
@@ -204,6 +206,7 @@ async def edit(
         InvalidInput: empty or instruction-like text, or a move between a user and a project.
     """
     text = _clean(content) if content is not None else None
+    tags = limits.check_tags(tags) if tags is not None else None
     vector = np.asarray(await rt.encoder.encode_one(text)) if text is not None else None
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:

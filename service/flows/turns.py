@@ -15,10 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from procrastinate import exceptions as job_errors
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
 from service.core import batching, commands, privacy, safety
 from service.core.records import ChatContext, ChatKind
+from service.errors import QueueUnavailable
 from service.flows.runtime import Runtime
 from service.storage import turns, user_state
 from service.storage.turns import Turn
@@ -73,6 +75,7 @@ async def accept_turn(
     assistant_message: str | None,
     history: list[tuple[str, str]],
     occurred_at: datetime | None,
+    parent_message_id: str | None = None,
 ) -> tuple[str, str]:
     """Store the turn and queue its extraction; answers before any extraction work.
 
@@ -99,6 +102,7 @@ async def accept_turn(
         "chat": chat_to_json(chat),
         "occurred_at": occurred_at.isoformat() if occurred_at else None,
         "texts": texts,
+        "parent": parent_message_id,
     }
     digest = batching.message_hash(
         chat_id=chat.chat_id,
@@ -106,6 +110,8 @@ async def accept_turn(
         user_message=user_text,
         history=history_texts,
     )
+    # The turn and its jobs are written in one transaction: a turn is never saved without
+    # them, and a failure leaves nothing behind, so the filter's next hand-over is new.
     async with rt.db.unit_of_work() as session:
         if await user_state.is_paused(session, user_id=chat.user_id):
             return "skipped", "learning is paused for this user (/memory resume)"
@@ -121,16 +127,16 @@ async def accept_turn(
         due = False
         if turn_id is not None:
             waiting = await turns.pending(session, chat_id=chat.chat_id, user_id=chat.user_id)
+            if parent_message_id is not None:
+                waiting = await _drop_replaced(session, turn_id=turn_id, waiting=waiting)
             due = bool(
                 batching.plan_batches(
                     [pending_view(t) for t in waiting], batch_policy(rt.settings), quiet=False
                 )
             )
+            await _queue_jobs(rt, session, turn_id=turn_id, user_id=chat.user_id, due=due)
     if turn_id is None:
         return "duplicate", "this turn was already handed over"
-    await defer_quiet_check(rt, turn_id=turn_id, user_id=chat.user_id)
-    if due:
-        await defer_extraction(rt, turn_id=turn_id, user_id=chat.user_id, due_only=True)
     if not rt.llm.configured:
         return "queued", "turn saved; extraction waits until an LLM is configured"
     if due:
@@ -138,14 +144,72 @@ async def accept_turn(
     return "queued", "turn saved; extracted with this chat's next batch"
 
 
+REPLACED = "replaced: the user edited an earlier message of this branch"
+"""Why a waiting turn was discarded by an edit (shown in the admin listing of turns)."""
+
+
+async def _drop_replaced(session: AsyncSession, *, turn_id: int, waiting: list[Turn]) -> list[Turn]:
+    """Discard the waiting turns an edit took off the chat's branch (`replaced_turns`);
+    returns the turns still waiting."""
+
+    def place(turn: Turn) -> batching.BranchTurn:
+        texts = turn.payload.get("texts") or {}
+        parent = turn.payload.get("parent")
+        return batching.BranchTurn(
+            turn_id=turn.id,
+            user_message=str(texts.get("user") or ""),
+            history=[(str(r), str(t)) for r, t in texts.get("history") or []],
+            parent=parent if isinstance(parent, str) else None,
+        )
+
+    new = next((t for t in waiting if t.id == turn_id), None)
+    if new is None:
+        return waiting
+    gone = batching.replaced_turns(place(new), [place(t) for t in waiting])
+    if not gone:
+        return waiting
+    discarded = await turns.discard_waiting(session, turn_ids=gone, reason=REPLACED)
+    log.info("turn %s replaced %s waiting turns of an edited branch", turn_id, discarded)
+    return [t for t in waiting if t.id not in gone]
+
+
+async def _queue_jobs(
+    rt: Runtime, session: AsyncSession, *, turn_id: int, user_id: str, due: bool
+) -> None:
+    """Queue a new turn's jobs in the session's transaction (procrastinate's `connection`).
+
+    Raises:
+        QueueUnavailable: the queue refused them; the caller's transaction rolls back.
+    """
+    connection = (await (await session.connection()).get_raw_connection()).driver_connection
+    try:
+        async with session.begin_nested():  # a refused insert must not abort the turn's
+            await defer_quiet_check(rt, turn_id=turn_id, user_id=user_id, connection=connection)
+            if due:
+                await defer_extraction(
+                    rt, turn_id=turn_id, user_id=user_id, due_only=True, connection=connection
+                )
+    except job_errors.ProcrastinateException as exc:
+        log.error("turn of %s not saved: the job queue failed: %s", user_id, exc)
+        raise QueueUnavailable(
+            "the job queue did not take the turn; nothing was saved, hand it over again"
+        ) from exc
+
+
 async def defer_extraction(
-    rt: Runtime, *, turn_id: int, user_id: str, due_only: bool = False
+    rt: Runtime,
+    *,
+    turn_id: int,
+    user_id: str,
+    due_only: bool = False,
+    connection: Any | None = None,
 ) -> None:
     """Queue an extraction job for a turn's chat and sender (at most one waiting per turn).
 
     Args:
         due_only: extract only the batches that are due (thresholds, "remember that");
             False: every waiting turn of that chat and sender up to this one, now (a retry).
+        connection: a psycopg connection whose transaction the job joins (None: its own).
 
     One user's extractions are serialized inside the database (an advisory lock taken by the
     job's transaction), not by a job-queue lock: a job left running by a dead worker would
@@ -158,19 +222,24 @@ async def defer_extraction(
             EXTRACT_TASK,
             queue=EXTRACTION_QUEUE,
             queueing_lock=lock,
+            connection=connection,
         ).defer_async(turn_id=turn_id, due_only=due_only)
     except job_errors.AlreadyEnqueued:
         log.debug("turn %s of %s already has a waiting job", turn_id, user_id)
 
 
-async def defer_quiet_check(rt: Runtime, *, turn_id: int, user_id: str) -> None:
-    """Schedule the turn's quiet check `MEMORY_BATCH_QUIET_S` from now (once per turn)."""
+async def defer_quiet_check(
+    rt: Runtime, *, turn_id: int, user_id: str, connection: Any | None = None
+) -> None:
+    """Schedule the turn's quiet check `MEMORY_BATCH_QUIET_S` from now (once per turn);
+    `connection` as for `defer_extraction`."""
     try:
         await rt.jobs.configure_task(
             QUIET_TASK,
             queue=EXTRACTION_QUEUE,
             queueing_lock=f"quiet:{turn_id}",
             schedule_in={"seconds": rt.settings.batch_quiet_s},
+            connection=connection,
         ).defer_async(turn_id=turn_id)
     except job_errors.AlreadyEnqueued:
         log.debug("turn %s of %s already has its quiet check", turn_id, user_id)

@@ -13,6 +13,8 @@ from typing import Any
 import procrastinate
 
 from service.core.profile import ProfileView
+from service.core.retries import RetryPolicy
+from service.errors import LLMNotConfigured, LLMUnavailable
 from service.flows import extraction, profile
 from service.flows.extraction import RunMode
 from service.flows.profile import PROFILE_QUEUE, PROFILE_TASK
@@ -30,14 +32,40 @@ STALLED_AFTER_S = 30.0
 """A worker without a heartbeat for this long is dead (procrastinate's default is 30 s)."""
 
 
+class _ExtractionRetry(procrastinate.BaseRetryStrategy):
+    """procrastinate's side of `RetryPolicy`: an unreachable LLM is tried again with a
+    doubling, capped wait until the outage is older than the policy's age; other errors a
+    fixed number of times."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def get_retry_decision(
+        self, *, exception: BaseException, job: procrastinate.jobs.Job
+    ) -> procrastinate.RetryDecision | None:
+        outage = isinstance(exception, _OUTAGE)
+        if not self.policy.tries_again(outage=outage, attempts=job.attempts):
+            return None
+        wait_ms = round(self.policy.wait_s(job.attempts) * 1000)
+        return procrastinate.RetryDecision(retry_in={"milliseconds": wait_ms})
+
+
+_OUTAGE = (LLMUnavailable, LLMNotConfigured)
+"""Errors of an LLM that is away, not of the turn: retried for as long as the policy says."""
+
+
 def build_job_app(
-    conninfo: str, *, max_attempts: int = 5, pool_size: int = 4, pooled: bool = False
+    conninfo: str,
+    *,
+    retry_policy: RetryPolicy | None = None,
+    pool_size: int = 4,
+    pooled: bool = False,
 ) -> procrastinate.App:
     """A procrastinate App on `conninfo` (libpq URL) with the service's tasks registered.
 
     Args:
-        max_attempts: tries of an extraction job before its turn is marked failed; waits
-            grow as 2 ** (attempt + 1) seconds.
+        retry_policy: when an extraction job is tried again and when its turn is marked
+            failed (Settings.retry_policy(); None: the defaults of `RetryPolicy`).
         pool_size: connections of the queue's pool (fixed size).
         pooled: `conninfo` goes through a pooler in transaction mode: no prepared statements
             (a later transaction may land on another server connection); workers then poll
@@ -49,8 +77,8 @@ def build_job_app(
             conninfo=conninfo, min_size=pool_size, max_size=pool_size, kwargs=connect_kwargs
         )
     )
-
-    retry = procrastinate.RetryStrategy(max_attempts=max_attempts, exponential_wait=2)
+    policy = retry_policy or RetryPolicy()
+    retry = _ExtractionRetry(policy)
 
     async def extract(context: procrastinate.JobContext, turn_id: int, mode: RunMode) -> None:
         rt: Runtime = context.additional_context["runtime"]
@@ -58,7 +86,7 @@ def build_job_app(
         try:
             outcome = await extraction.run_extraction(rt, turn_id=turn_id, mode=mode)
         except Exception as exc:
-            if attempts + 1 >= max_attempts:
+            if not policy.tries_again(outage=isinstance(exc, _OUTAGE), attempts=attempts):
                 await extraction.mark_turn_failed(rt, turn_id=turn_id, error=str(exc))
             raise
         log.info(

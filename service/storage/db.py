@@ -12,9 +12,13 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg.abc import Buffer
+from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DisconnectionError, InterfaceError, OperationalError
@@ -113,11 +117,48 @@ def create_engine(
     )
 
     @event.listens_for(engine.sync_engine.pool, "connect")
-    def _started_with(_dbapi_connection: Any, record: Any) -> None:
+    def _started_with(dbapi_connection: Any, record: Any) -> None:
         record.info["server_settings"] = settings
+        _read_any_timestamp(dbapi_connection.driver_connection)
 
     _ping_idle_connections(engine)
     return engine
+
+
+_OLDEST = datetime(1, 1, 2, tzinfo=UTC)
+_NEWEST = datetime(9999, 12, 30, tzinfo=UTC)
+"""What a stored timestamp outside Python's years 1..9999 reads as (a day inside, so a
+conversion to any time zone still fits)."""
+
+
+class _ClampedTimestamptzLoader(TimestamptzLoader):
+    """timestamptz → datetime; a value Python cannot hold (1 BC, year 20000) reads as the
+    nearest one it can, so one odd row never makes a user's memory unreadable."""
+
+    def load(self, data: Buffer) -> datetime:
+        try:
+            value: datetime = super().load(data)
+        except psycopg.DataError:
+            raw = bytes(data)
+            return _OLDEST if b"BC" in raw or raw.startswith(b"-") else _NEWEST
+        return value
+
+
+class _ClampedTimestamptzBinaryLoader(TimestamptzBinaryLoader):
+    """The binary twin of `_ClampedTimestamptzLoader` (microseconds since 2000-01-01)."""
+
+    def load(self, data: Buffer) -> datetime:
+        try:
+            value: datetime = super().load(data)
+        except psycopg.DataError:
+            return _OLDEST if int.from_bytes(bytes(data), "big", signed=True) < 0 else _NEWEST
+        return value
+
+
+def _read_any_timestamp(connection: Any) -> None:
+    """Make `connection` (psycopg) read out-of-range timestamps as the nearest readable."""
+    connection.adapters.register_loader("timestamptz", _ClampedTimestamptzLoader)
+    connection.adapters.register_loader("timestamptz", _ClampedTimestamptzBinaryLoader)
 
 
 def _ping_idle_connections(engine: AsyncEngine) -> None:

@@ -297,3 +297,31 @@ async def counts(session: AsyncSession) -> dict[str, int]:
     rows = await session.execute(select(TurnRow.status, func.count()).group_by(TurnRow.status))
     found = {status: int(n) for status, n in rows.all()}
     return {s.value: found.get(s.value, 0) for s in TurnStatus}
+
+
+async def discard_waiting(session: AsyncSession, *, turn_ids: Sequence[int], reason: str) -> int:
+    """Close queued turns as discarded, their texts erased, without waiting for any lock.
+
+    A turn an extraction holds right now (row-locked) is skipped: that job decides.
+
+    Returns:
+        How many turns were discarded.
+    """
+    if not turn_ids:
+        return 0
+    free = (
+        select(TurnRow.id)
+        .where(TurnRow.id.in_(list(turn_ids)), TurnRow.status == TurnStatus.QUEUED.value)
+        .with_for_update(skip_locked=True)
+    )
+    result = await session.execute(
+        update(TurnRow)
+        .where(TurnRow.id.in_(free.scalar_subquery()))
+        .values(
+            status=TurnStatus.DISCARDED.value,
+            error=reason,
+            finished_at=datetime.now(UTC),
+            payload=TurnRow.payload.op("-")("texts"),
+        )
+    )
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -10,6 +10,8 @@ bigger than `make test` does (every loop is bounded by a count and a time):
 | `RELIABILITY_KILL_TURNS` | 40 | outlet calls of the kill -9 run |
 | `RELIABILITY_LOAD_USERS` | 8 | simulated users of the short load run |
 | `RELIABILITY_LOAD_S` | 8 | its duration (seconds) |
+| `RELIABILITY_OUTAGE_S` | 40 | seconds the LLM is down in the long-outage run |
+| `RELIABILITY_OUTAGE_TURNS` | 12 | turns arriving during it |
 | `RELIABILITY_RESULTS` | - | a folder: the runs write their figures there as JSON |
 """
 

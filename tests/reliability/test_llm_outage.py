@@ -1,4 +1,5 @@
-"""An LLM outage: turns are retried with backoff, then parked as failed, listed and retryable."""
+"""An LLM outage longer than the give-up age: turns are retried with backoff, then parked as
+failed, listed and retryable. (A shorter one drains by itself: test_long_outage.py.)"""
 
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def failing(service_factory, outage: _Outage):  # type: ignore[no-untyped-def]
         live = service_factory(
             LLM_BASE_URL=stub.base_url,
             LLM_MODEL="stub-model",
-            MEMORY_EXTRACTION_ATTEMPTS=str(ATTEMPTS),
+            # waits of 2 s and 4 s add up to the give-up age at the third attempt
+            MEMORY_EXTRACTION_RETRY_BASE_S="2",
+            MEMORY_EXTRACTION_GIVE_UP_S="6",
         )
         yield live, stub
 

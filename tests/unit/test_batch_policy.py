@@ -253,3 +253,31 @@ def test_the_summary_prompt_carries_the_previous_summary_and_only_new_messages()
         "NEW MESSAGES (2):\n<new_messages>\n[2026-05-08] Ana: We fly on June 3.\n"
         "[2026-05-08] assistant: Noted.\n</new_messages>"
     )
+
+
+def test_an_edit_replaces_the_old_sibling_and_the_turns_that_followed_it() -> None:
+    from service.core.batching import BranchTurn, replaced_turns
+
+    old = BranchTurn(1, "I have a dog", [("assistant", "Hi!")], parent="a0")
+    follower = BranchTurn(
+        2, "He is 3", [("assistant", "Hi!"), ("user", "I have a dog")], parent="a1"
+    )
+    elsewhere = BranchTurn(3, "I live in Lyon", [("user", "Unrelated")], parent="a7")
+    edit = BranchTurn(4, "I have a cat", [("assistant", "Hi!")], parent="a0")
+    assert replaced_turns(edit, [old, follower, elsewhere, edit]) == [1, 2]
+    # the same text at the same place is the same message, not an edit
+    again = BranchTurn(5, "I have  a dog", [("assistant", "Hi!")], parent="a0")
+    assert replaced_turns(again, [old, again]) == []
+    # a turn further along the branch replaces nothing
+    onward = BranchTurn(6, "Walks daily", [("user", "He is 3")], parent="a2")
+    assert replaced_turns(onward, [old, follower, onward]) == []
+
+
+def test_turns_without_a_known_parent_are_never_taken_for_edits() -> None:
+    from service.core.batching import BranchTurn, replaced_turns
+
+    first = BranchTurn(1, "fact one", [])
+    second = BranchTurn(2, "fact two", [])
+    assert replaced_turns(second, [first, second]) == []
+    rooted = BranchTurn(3, "fact three", [], parent="")
+    assert replaced_turns(rooted, [first, second, rooted]) == []

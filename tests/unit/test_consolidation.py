@@ -498,3 +498,16 @@ def test_owner_scopes_cover_exactly_the_owners_banks() -> None:
     assert [(s.owner_kind, s.owner_id, s.bank) for s in folder.scopes] == [
         (OwnerKind.FOLDER, "f1", Bank.PROJECT)
     ]
+
+
+def test_a_summary_keeps_at_most_the_tag_limit_of_its_sources_tags() -> None:
+    from service.core import limits
+
+    base = dog_cluster().members
+    memories = [
+        dataclasses.replace(m, tags=tuple(f"t{i}-{k}" for k in range(5)))
+        for i, m in enumerate(base)
+    ]
+    cluster = policy.Cluster(tuple(memories))
+    assert len(cluster.tags) == limits.MAX_TAGS == 10
+    assert cluster.tags[:5] == ("t0-0", "t0-1", "t0-2", "t0-3", "t0-4")

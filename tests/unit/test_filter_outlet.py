@@ -103,6 +103,7 @@ async def test_saved_chat_turn_is_handed_over_as_the_contract_says():
             {"role": "assistant", "content": "Nice! How old is Tom?"},
         ],
         "occurred_at": "2023-05-08T13:56:00Z",
+        "parent_message_id": "a-1",  # the message before it in the branch: edits are told apart
     }
     assert b"base64" not in stub.requests[0].raw_body
     assert emitter.events == []

@@ -72,6 +72,7 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
         assistant_message=body.assistant_message,
         history=[(m.role, m.content) for m in body.history],
         occurred_at=body.occurred_at,
+        parent_message_id=body.parent_message_id,
     )
     notice = None
     if state == "queued" and not rt.llm.configured:
