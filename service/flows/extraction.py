@@ -427,4 +427,4 @@ async def _apply(
 
 def _mostly_redacted(content: str) -> bool:
     """True when little but redactions is left of a fact."""
-    return safety.REDACTED in content and len(content.replace(safety.REDACTED, "").strip()) < 12
+    return safety.mostly_redacted(content)

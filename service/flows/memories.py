@@ -42,7 +42,10 @@ def _clean(content: str) -> str:
         raise InvalidInput("the memory text is empty")
     if safety.looks_like_instruction(text):
         raise InvalidInput("memories hold facts, not instructions to the assistant")
-    return safety.redact_secrets(text)
+    text = safety.redact_secrets(text)
+    if safety.mostly_redacted(text):
+        raise InvalidInput("that text is only a password, key or code; memories never keep those")
+    return text
 
 
 async def list_for_user(

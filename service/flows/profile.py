@@ -27,7 +27,8 @@ async def refresh_profile(
     """(Re)write one profile if its sources changed.
 
     Returns:
-        "written", "unchanged", "removed" (fewer than 5 memories) or "skipped" (no LLM).
+        "written", "unchanged", "removed" (fewer than 5 memories), "refused" (the answer
+        was empty or read as an instruction) or "skipped" (no LLM).
 
     Raises:
         LLMUnavailable: the LLM failed (the job retries; the old profile stays).
@@ -50,9 +51,11 @@ async def refresh_profile(
     answer = await rt.llm.complete(
         policy.build_messages(user_name=user_name, memories=recent), max_tokens=400, temperature=0.2
     )
-    text = policy.clean_profile(answer)
-    if not text:
-        return "unchanged"
+    text = policy.checked_profile(policy.clean_profile(answer))
+    if text is None:
+        # the previous profile (if any) stays: it passed the same checks
+        log.warning("the profile answer for %s reads as an instruction; not stored", user_id)
+        return "refused"
     async with rt.db.unit_of_work() as session:
         # Sources forgotten while the LLM was writing must not come back through the profile.
         still, _ = await memories.list_memories(
@@ -112,13 +115,14 @@ async def read_profile(
     """`profile_for` within the caller's unit of work."""
     view = policy.view_for(collaborative=collaborative)
     found = await profiles.get(session, user_id=user_id, view=view.value)
-    if found is None:
+    text = policy.checked_profile(found.content) if found is not None else None
+    if found is None or text is None:
         _recent.pop((user_id, view.value), None)
         return None
-    _recent[(user_id, view.value)] = found.content
+    _recent[(user_id, view.value)] = text
     if datetime.now(UTC) - found.built_at > timedelta(hours=rt.settings.profile_refresh_hours):
         _background(request_refresh(rt, user_id=user_id))  # user returns after a while
-    return found.content
+    return text
 
 
 _pending: set[asyncio.Task[None]] = set()
