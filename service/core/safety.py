@@ -1,18 +1,14 @@
-"""Write-time and read-time guards: instruction-like text and secrets (DESIGN §5.5)."""
+"""Write-time and read-time guards: instruction-like text and secrets (DESIGN §5.5).
+
+The one entry point the flows use; the rules live in `service/core/redaction.py` (secrets)
+and `service/core/instructions.py` (orders to the assistant).
+"""
 
 from __future__ import annotations
 
 import re
 
-from service.core import redaction
-
-_INSTRUCTION = re.compile(
-    r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instructions?|rules|prompts?|guidelines)\b"
-    r"|\b(system prompt|developer message|jailbreak)\b"
-    r"|\byou (are|must) now\b|\bfrom now on,? (you|the assistant)\b"
-    r"|\b(always|never) (answer|respond|reply|say)\b[^.\n]{0,60}\b(assistant|you)\b",
-    re.IGNORECASE,
-)
+from service.core import instructions, redaction
 
 REDACTED = "[redacted]"
 """The placeholder of a secret of no particular kind (`redact_secrets` names the kind:
@@ -39,5 +35,6 @@ def inert(text: str) -> str:
 
 
 def looks_like_instruction(text: str) -> bool:
-    """True when `text` reads as an instruction to the assistant rather than a fact."""
-    return bool(_INSTRUCTION.search(text))
+    """True when `text` reads as an instruction to the assistant rather than a fact
+    (`service/core/instructions.py`)."""
+    return instructions.is_instruction(text)
