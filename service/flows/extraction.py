@@ -21,7 +21,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service import observability
-from service.core import batching, dedup, privacy, safety
+from service.core import batching, dedup, identity, privacy, safety
 from service.core.extraction import (
     REPAIR_PROMPT,
     Operation,
@@ -279,6 +279,12 @@ async def _extract(
     written = [0] * len(batch)
     for op in operations:
         index = message_refs.index(op.message) if op.message else len(batch) - 1
+        refused = identity.refusal(
+            op.content, user_name=chat.user_name, message=batch[index].user_message
+        )
+        if refused is not None and op.op is not OpKind.DELETE:
+            log.info("extraction proposed a fact that is not the user's (%s); not stored", refused)
+            continue
         written[index] += await _apply(
             rt,
             session,
