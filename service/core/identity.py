@@ -58,13 +58,15 @@ def contradicts_user_name(fact: str, user_name: str | None) -> bool:
 
 
 _ABOUT_USER = re.compile(r"^\s*(?:the )?user\s+(?!'s|\u2019s)", re.IGNORECASE)
+_RELATIONS = (
+    r"brother|sister|mother|mom|mum|father|dad|wife|husband|partner|girlfriend|boyfriend|"
+    r"son|daughter|kids?|children|friend|boss|colleague|coworker|co-worker|neighbou?r|"
+    r"roommate|flatmate|cousin|aunt|uncle|niece|nephew|grandmother|grandfather|grandma|"
+    r"grandpa|fianc[eé]e?|client|customer|manager|team"
+)
+_RELATION = re.compile(rf"\b(?:{_RELATIONS})s?\b", re.IGNORECASE)
 _OTHER_PERSON = re.compile(
-    r"\b(?:my|our)\s+(?:\w+\s+)?(?:brother|sister|mother|mom|mum|father|dad|wife|husband|"
-    r"partner|girlfriend|boyfriend|son|daughter|kids?|children|friend|boss|colleague|"
-    r"coworker|co-worker|neighbou?r|roommate|flatmate|cousin|aunt|uncle|niece|nephew|"
-    r"grandmother|grandfather|grandma|grandpa|fianc[eé]e?|client|customer|manager|team)s?\b"
-    r"|\b(?:he|she|they)\b",
-    re.IGNORECASE,
+    rf"\b(?:my|our)\s+(?:\w+\s+)?(?:{_RELATIONS})s?\b|\b(?:he|she|they)\b", re.IGNORECASE
 )
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|myself|we|we're|us)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?\n]+")
@@ -79,13 +81,14 @@ _COMMON = frozenset(
 def misattributed(fact: str, message: str) -> bool:
     """True when `fact` is about the user but `message` says it of someone else.
 
-    Only facts starting "User …" (not "User's …") are checked. The fact's content words
+    Only facts starting "User …" (not "User's …") that name no relation ("sister",
+    "boss", …) are checked. The fact's content words
     (4+ letters, not common) are looked up in the message's sentences; the fact is
     misattributed when at least one sentence holds one of them and every such sentence
     names another person ("my brother", "she") and no first person ("I", "me", "we").
     """
-    if not _ABOUT_USER.match(fact):
-        return False
+    if not _ABOUT_USER.match(fact) or _RELATION.search(fact):
+        return False  # "User has a sister named Jane" is the user's fact about a relation
     terms = {w for w in _words(fact) if len(w) >= 4 and w not in _COMMON}
     if not terms:
         return False

@@ -4,7 +4,7 @@ API, the audit trail and the core profile (service/core/redaction.py)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -71,12 +71,12 @@ def llm() -> Iterator[LLMStub]:
 
 
 @pytest.fixture
-def live(service_factory, llm: LLMStub) -> LiveService:  # type: ignore[no-untyped-def]
+def live(service_factory: Callable[..., LiveService], llm: LLMStub) -> LiveService:
     return service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model")
 
 
 async def test_a_secret_in_a_turn_is_redacted_in_the_ledger_as_soon_as_the_turn_is_accepted(
-    service_factory,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
     db_conn: psycopg.AsyncConnection,
 ) -> None:
     """No LLM configured: the turn waits in the ledger, and must wait without the secret."""
@@ -197,7 +197,7 @@ def _profile_answer(request: dict[str, Any]) -> str:
 
 
 async def test_a_profile_with_a_secret_an_instruction_or_a_closing_tag_is_never_stored_or_injected(
-    service_factory,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
     db_conn: psycopg.AsyncConnection,
     database_url: str,
 ) -> None:
@@ -221,7 +221,7 @@ async def test_a_profile_with_a_secret_an_instruction_or_a_closing_tag_is_never_
 
 
 async def test_a_stored_profile_that_turned_bad_is_not_injected_and_tags_are_escaped(
-    service_factory,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
     db_conn: psycopg.AsyncConnection,
 ) -> None:
     """Read time: a profile row written before these checks (or restored) is checked again."""
@@ -261,4 +261,7 @@ def _contents(live: LiveService) -> list[str]:
 
 
 def _context(live: LiveService) -> dict[str, Any]:
-    return live.client.post("/v1/context", json={"chat": CHAT, "message": "hello"}).json()
+    answer: dict[str, Any] = live.client.post(
+        "/v1/context", json={"chat": CHAT, "message": "hello"}
+    ).json()
+    return answer

@@ -4,7 +4,7 @@ real HTTP to the real service: never sent to the LLM, stored, audited or injecte
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -46,7 +46,7 @@ def llm() -> Iterator[LLMStub]:
 
 
 @pytest.fixture
-def live(service_factory, llm: LLMStub) -> LiveService:  # type: ignore[no-untyped-def]
+def live(service_factory: Callable[..., LiveService], llm: LLMStub) -> LiveService:
     return service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model")
 
 

@@ -3,7 +3,7 @@ user only mentions never becomes the user's name — said in the prompt, enforce
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -36,7 +36,7 @@ def llm() -> Iterator[LLMStub]:
 
 
 @pytest.fixture
-def live(service_factory, llm: LLMStub) -> LiveService:  # type: ignore[no-untyped-def]
+def live(service_factory: Callable[..., LiveService], llm: LLMStub) -> LiveService:
     return service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model")
 
 
