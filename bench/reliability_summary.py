@@ -132,6 +132,27 @@ def summarize(folder: Path) -> str:
     secrets = _read(folder, "poisoning_secrets")
     chat = _read(folder, "poisoning_chat")
     lines += ["## Poisoning and secrets", ""]
+    guard_secrets = _read(folder, "guard_secrets")
+    guard_orders = _read(folder, "guard_instructions")
+    if guard_secrets:
+        lines.append(
+            f"- Secrets caught / look-alikes kept: {guard_secrets['secrets_caught']} of "
+            f"{guard_secrets['secrets']} secret formats caught (none in the LLM requests or "
+            f"any table), {guard_secrets['lookalikes_kept']} of {guard_secrets['lookalikes']} "
+            "look-alikes stored unchanged (tests/corpora/secrets.json, by chat and /memory add)."
+        )
+    else:
+        lines.append("- secrets corpus: not run")
+    if guard_orders:
+        lines.append(
+            f"- Instructions refused / preferences kept: {guard_orders['instructions_refused']} "
+            f"of {guard_orders['planted']} planted instructions refused "
+            f"({guard_orders['split_over_two_messages']} split over two messages), "
+            f"{guard_orders['preferences_kept']} of {guard_orders['preferences']} genuine "
+            "preferences stored (tests/corpora/instructions.json, by chat and /memory add)."
+        )
+    else:
+        lines.append("- instructions corpus: not run")
     if chat:
         lines.append(
             f"- {chat['instruction_like_facts_proposed']} instruction-like facts "

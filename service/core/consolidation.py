@@ -635,6 +635,7 @@ def parse_summary(data: Any, *, cluster: Cluster, max_chars: int) -> SummaryDraf
         raise SummaryOutputInvalid("the answer is not a JSON object")
     raw = data.get("content", data.get("summary", data.get("memory")))
     content = unicodedata.normalize("NFC", str(raw)).strip() if isinstance(raw, str) else ""
+    content = safety.redact_secrets(content)
     if not content:
         raise SummaryOutputInvalid("the answer has no 'content' text")
     if len(content) > max_chars:

@@ -76,6 +76,11 @@ future conversations: identity, preferences, goals, relationships, habits and be
 possessions, and facts about their projects. Follow these rules:
 - Only facts the user stated or clearly implied about themselves. Never store what the
   assistant suggested or said, questions, small talk or one-off requests.
+- A fact about another person belongs to that person: "my brother can't stand cilantro"
+  is "User's brother can't stand cilantro", never "User can't stand cilantro".
+- Names the user only mentions, asks about or works on are not the user's name: from
+  "find the invoices of customer Jane Ortiz" store nothing about the user's name. The
+  user's own name is the one given in <user_name>.
 - Write each fact as one short third-person sentence in the user's own language
   (e.g. "User has a sister named Jane"). Replace relative dates with absolute ones using the
   current date.

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
+from service.core import safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope
 
 MIN_MEMORIES = 5
@@ -70,4 +71,18 @@ def clean_profile(text: str) -> str:
     words = text.split()
     if len(words) > MAX_WORDS:
         text = " ".join(words[:MAX_WORDS]).rstrip(",;:") + "…"
+    return text
+
+
+def checked_profile(text: str) -> str | None:
+    """A profile text fit to inject, or None.
+
+    The same guards as every memory (DESIGN §5.5): secrets are replaced by placeholders,
+    and a text that reads as an instruction to the assistant is refused whole — a profile
+    is one paragraph, so there is no fact to keep once part of it gives orders. Used when
+    a profile is written and again when it is read (a row may predate the rules).
+    """
+    text = safety.redact_secrets(text).strip()
+    if not text or safety.looks_like_instruction(text):
+        return None
     return text

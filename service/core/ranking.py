@@ -26,7 +26,7 @@ from datetime import datetime
 import numpy as np
 
 from service.core.records import Candidate, Memory, RankedMemory
-from service.core.safety import redact_secrets
+from service.core.safety import inert, redact_secrets
 from service.core.tokens import estimate_tokens
 
 
@@ -278,8 +278,9 @@ def split_core(
 
 
 def render_item(item: RankedMemory) -> str:
-    """One injected line: `- [YYYY-MM-DD] content`, credentials redacted."""
-    return f"- [{item.memory.created_at:%Y-%m-%d}] {redact_secrets(item.memory.content)}"
+    """One injected line: `- [YYYY-MM-DD] content`, credentials redacted, on one line and
+    without anything that could close or open a tag (`safety.inert`)."""
+    return f"- [{item.memory.created_at:%Y-%m-%d}] {inert(redact_secrets(item.memory.content))}"
 
 
 RECALL_HEADER = "I recall the following about you:"
@@ -294,11 +295,13 @@ def render_block(
 ) -> str:
     """The text appended to the system message (DESIGN §6.3); "" when there is nothing.
 
-    `<userMemories>` holds the core profile when one was written, else the core items.
+    `<userMemories>` holds the core profile when one was written, else the core items. Every
+    text from storage is redacted and made inert (`safety.inert`): nothing in a memory or a
+    profile can close this tag or open another.
     """
     parts: list[str] = []
     if profile or core:
-        inner = profile or "\n".join(render_item(i) for i in core)
+        inner = inert(redact_secrets(profile)) if profile else "\n".join(map(render_item, core))
         parts.append(f"<userMemories>\n{inner}\n</userMemories>")
     if items:
         lines = "\n".join(render_item(i) for i in items)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from service.core import commands, privacy
+from service.core import commands, privacy, safety
 from service.core.records import Bank, ChatContext
 
 CONTEXT_SIMILARITY = 0.7
@@ -134,7 +134,7 @@ def describe_trigger(reminder: Reminder, zone: tzinfo) -> str:
     whose day it is.
     """
     if reminder.trigger is TriggerKind.CONTEXT:
-        return f"when “{reminder.cue}” comes up"
+        return f"when “{safety.inert(reminder.cue or '')}” comes up"
     assert reminder.due_at is not None
     if reminder.all_day:
         zone = resolve_zone(reminder.timezone)[0]
@@ -173,7 +173,8 @@ def render_section(due: Sequence[Reminder], outcome: RequestOutcome | None, *, z
     parts: list[str] = []
     if due:
         lines = "\n".join(
-            f"- {r.content} (asked {describe_time(r.created_at, all_day=True, zone=zone)}; "
+            f"- {safety.inert(safety.redact_secrets(r.content))} "
+            f"(asked {describe_time(r.created_at, all_day=True, zone=zone)}; "
             f"due {describe_trigger(r, zone)})"
             for r in due
         )
@@ -183,7 +184,8 @@ def render_section(due: Sequence[Reminder], outcome: RequestOutcome | None, *, z
         where = f" ({_zone_name(zone)})" if r.trigger is TriggerKind.TIME else ""
         parts.append(
             f"Reminder set by this message (confirm it in one short sentence): "
-            f"“{r.content}”, due {describe_trigger(r, zone)}{where}, id {r.code}. "
+            f"“{safety.inert(safety.redact_secrets(r.content))}”, due "
+            f"{describe_trigger(r, zone)}{where}, id {r.code}. "
             f"The user can see and cancel reminders with /memory reminders and "
             f"/memory forget {r.code}."
         )

@@ -22,7 +22,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service import observability
-from service.core import batching, dedup, limits, privacy, safety
+from service.core import batching, dedup, identity, limits, privacy, safety
 from service.core import reminders as reminder_policy
 from service.core.extraction import (
     REPAIR_PROMPT,
@@ -288,6 +288,12 @@ async def _extract(
     written = [0] * len(batch)
     for op in operations:
         index = message_refs.index(op.message) if op.message else len(batch) - 1
+        refused = identity.refusal(
+            op.content, user_name=chat.user_name, message=batch[index].user_message
+        )
+        if refused is not None and op.op is not OpKind.DELETE:
+            log.info("extraction proposed a fact that is not the user's (%s); not stored", refused)
+            continue
         written[index] += await _apply(
             rt,
             session,
@@ -484,4 +490,4 @@ async def _apply(
 
 def _mostly_redacted(content: str) -> bool:
     """True when little but redactions is left of a fact."""
-    return safety.REDACTED in content and len(content.replace(safety.REDACTED, "").strip()) < 12
+    return safety.mostly_redacted(content)

@@ -43,7 +43,10 @@ def _clean(content: str) -> str:
     limits.check_fact(text)
     if safety.looks_like_instruction(text):
         raise InvalidInput("memories hold facts, not instructions to the assistant")
-    return safety.redact_secrets(text)
+    text = safety.redact_secrets(text)
+    if safety.mostly_redacted(text):
+        raise InvalidInput("that text is only a password, key or code; memories never keep those")
+    return text
 
 
 async def list_for_user(

@@ -31,7 +31,8 @@ async def refresh_profile(
     """(Re)write one profile if its sources changed.
 
     Returns:
-        "written", "unchanged", "removed" (fewer than 5 memories) or "skipped" (no LLM).
+        "written", "unchanged", "removed" (fewer than 5 memories), "refused" (the answer
+        was empty or read as an instruction) or "skipped" (no LLM).
 
     Raises:
         LLMUnavailable: the LLM failed (the job retries; the old profile stays).
@@ -54,9 +55,11 @@ async def refresh_profile(
     answer = await rt.llm.complete(
         policy.build_messages(user_name=user_name, memories=recent), max_tokens=400, temperature=0.2
     )
-    text = policy.clean_profile(answer)
-    if not text:
-        return "unchanged"
+    text = policy.checked_profile(policy.clean_profile(answer))
+    if text is None:
+        # the previous profile (if any) stays: it passed the same checks
+        log.warning("the profile answer for %s reads as an instruction; not stored", user_id)
+        return "refused"
     async with rt.db.unit_of_work() as session:
         # Sources forgotten while the LLM was writing must not come back through the profile.
         still, _ = await memories.list_memories(
@@ -129,14 +132,15 @@ async def read_profile(
     view = policy.view_for(collaborative=collaborative)
     seen = cache_sync.epoch()
     found = await profiles.get(session, user_id=user_id, view=view.value)
-    if found is None:
+    text = policy.checked_profile(found.content) if found is not None else None
+    if found is None or text is None:
         _recent.pop((user_id, view.value), None)
         return None
     if cache_sync.epoch() == seen:  # else a withdrawal came in meanwhile: don't cache the old
-        _recent[(user_id, view.value)] = found.content
+        _recent[(user_id, view.value)] = text
     if datetime.now(UTC) - found.built_at > timedelta(hours=rt.settings.profile_refresh_hours):
         _background(request_refresh(rt, user_id=user_id))  # user returns after a while
-    return found.content
+    return text
 
 
 _pending: set[asyncio.Task[None]] = set()

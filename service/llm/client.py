@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import json_repair
 
+from service.core import redaction
 from service.errors import ExtractionOutputInvalid, LLMNotConfigured, LLMUnavailable
 
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
@@ -94,7 +95,7 @@ class LLMClient:
         temperature: float = 0.0,
         max_tokens: int = 1_500,
     ) -> str:
-        """The assistant text for `messages`.
+        """The assistant text for `messages` (each content redacted of secrets first).
 
         Raises:
             LLMNotConfigured: without base URL or model.
@@ -102,6 +103,8 @@ class LLMClient:
         """
         if not self.configured:
             raise LLMNotConfigured()
+        # The last door to the LLM: whatever a caller forgot, no credential goes out.
+        messages = [{**m, "content": redaction.redact(m.get("content") or "")} for m in messages]
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,

@@ -9,14 +9,16 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.core import redaction
 from service.core.records import Memory, OwnerKind
 from service.storage.tables import MemoryEventRow, MemoryRow
 
 
 def snapshot(memory: Memory) -> dict[str, Any]:
-    """The audited fields of a memory as JSON."""
+    """The audited fields of a memory as JSON; the content redacted of secrets (a row
+    written before the current rules must not copy a credential into the trail)."""
     return {
-        "content": memory.content,
+        "content": redaction.redact(memory.content),
         "bank": memory.bank.value,
         "tags": list(memory.tags),
         "status": memory.status.value,

@@ -535,7 +535,7 @@ async def test_secrets_in_a_reminder_are_never_stored(
         service, "ray", "remind me tomorrow at 9:00 that the wifi password is Tr0ub4dor&3", TUESDAY
     )
     [reminder] = _reminders(service, "ray")
-    assert reminder["content"] == "the wifi password is [redacted]"
+    assert reminder["content"] == "the wifi password is [redacted password]"
     row = await (
         await db_conn.execute("SELECT count(*) FROM reminders r WHERE r::text LIKE '%Tr0ub4dor%'")
     ).fetchone()

@@ -146,6 +146,6 @@ def test_json_logs_are_one_object_a_line_without_secrets() -> None:
     assert entry["level"] == "warning" and entry["logger"] == "service.test"
     assert entry["turn_id"] == 12
     assert entry["message"] == (
-        "LLM call failed with key [redacted] and header Authorization: Bearer [redacted]"
+        "LLM call failed with key [redacted key] and header Authorization: Bearer [redacted]"
     )
     assert "\n" not in line
