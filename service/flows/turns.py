@@ -25,6 +25,8 @@ from service.storage.turns import Turn
 
 log = logging.getLogger(__name__)
 
+PAUSED_DETAIL = "learning is paused for this user (/memory resume)"
+
 EXTRACT_TASK = "extract_turn"
 """Job: extract the waiting turns of a turn's chat and sender that are due (or all up to it)."""
 QUIET_TASK = "extract_quiet_chat"
@@ -105,7 +107,7 @@ async def accept_turn(
     )
     async with rt.db.unit_of_work() as session:
         if await user_state.is_paused(session, user_id=chat.user_id):
-            return "skipped", "learning is paused for this user (/memory resume)"
+            return "skipped", PAUSED_DETAIL
         turn_id = await turns.accept(
             session,
             chat_id=chat.chat_id,

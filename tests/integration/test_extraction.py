@@ -222,7 +222,10 @@ def test_without_an_llm_turns_wait_and_the_status_says_why(service: LiveService)
     assert answer == {
         "status": "queued",
         "detail": "turn saved; extraction waits until an LLM is configured",
-        "notice": "Memory: this turn is saved, but learning from it waits until an LLM is set up",
+        "notice": None,
+        "admin_notice": "Memory (admins only): turns are kept, but learning waits until the "
+        "memory service has an LLM (LLM_BASE_URL, LLM_MODEL); `python -m service doctor` "
+        "checks it",
     }
     status = service.client.get("/v1/status").json()
     assert status["turns_queued"] == 1

@@ -19,6 +19,12 @@ from service.flows import commands, context, turns
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
+PAUSED_NOTICE = "Memory is paused: nothing new is learned from this chat (/memory resume)"
+NO_LLM_ADMIN_NOTICE = (
+    "Memory (admins only): turns are kept, but learning waits until the memory service has "
+    "an LLM (LLM_BASE_URL, LLM_MODEL); `python -m service doctor` checks it"
+)
+
 
 @router.post("/context", response_model=ContextResponse)
 async def post_context(body: ContextRequest, rt: RuntimeDep) -> ContextResponse:
@@ -73,10 +79,17 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
         history=[(m.role, m.content) for m in body.history],
         occurred_at=body.occurred_at,
     )
-    notice = None
+    notice = admin_notice = None
+    if state == "skipped" and detail == turns.PAUSED_DETAIL:
+        notice = PAUSED_NOTICE
     if state == "queued" and not rt.llm.configured:
-        notice = "Memory: this turn is saved, but learning from it waits until an LLM is set up"
-    return TurnResponse(status=state, detail=detail, notice=notice)  # type: ignore[arg-type]
+        admin_notice = NO_LLM_ADMIN_NOTICE
+    return TurnResponse(
+        status=state,  # type: ignore[arg-type]
+        detail=detail,
+        notice=notice,
+        admin_notice=admin_notice,
+    )
 
 
 @router.post("/commands", response_model=CommandResponse)
