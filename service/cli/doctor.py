@@ -143,6 +143,25 @@ async def _check_database(settings: Settings, timeout_s: float) -> tuple[list[Ve
     return verdicts, db, server
 
 
+async def _check_turns(db: Any) -> Verdict:
+    """Turns whose extraction failed for good ("parked"): an admin's to retry."""
+    from service.storage import turns
+
+    try:
+        async with db.unit_of_work() as session:
+            counts = await turns.counts(session)
+    except Exception:  # no tables yet (migrations not applied): no turns either
+        return Verdict(OK, "turns", "none stored yet")
+    if counts["failed"]:
+        return Verdict(
+            WARN,
+            "turns",
+            f"{counts['failed']} failed extraction for good; "
+            "`python -m service turns list`, then `turns retry-failed`",
+        )
+    return Verdict(OK, "turns", f"{counts['queued']} waiting, none failed")
+
+
 async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
     from service.embeddings.encoder import Encoder
     from service.storage import vectors
@@ -343,6 +362,8 @@ async def run_checks(
         verdicts += found
     except Exception as exc:
         verdicts.append(Verdict(FAIL, "database", f"the check itself failed: {_causes(exc)}"))
+    if db is not None:
+        verdicts.append(await _check_turns(db))
     try:
         verdicts += await _check_embeddings(settings, db)
     except Exception as exc:

@@ -16,14 +16,11 @@ from service.api.schemas import (
     TurnResponse,
 )
 from service.flows import commands, context, turns
+from service.flows import status as status_flow
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
 PAUSED_NOTICE = "Memory is paused: nothing new is learned from this chat (/memory resume)"
-NO_LLM_ADMIN_NOTICE = (
-    "Memory (admins only): turns are kept, but learning waits until the memory service has "
-    "an LLM (LLM_BASE_URL, LLM_MODEL); `python -m service doctor` checks it"
-)
 
 
 @router.post("/context", response_model=ContextResponse)
@@ -79,11 +76,13 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
         history=[(m.role, m.content) for m in body.history],
         occurred_at=body.occurred_at,
     )
-    notice = admin_notice = None
+    notice = None
     if state == "skipped" and detail == turns.PAUSED_DETAIL:
         notice = PAUSED_NOTICE
-    if state == "queued" and not rt.llm.configured:
-        admin_notice = NO_LLM_ADMIN_NOTICE
+    waits_for_llm = state == "queued" and not rt.llm.configured
+    admin_notice = status_flow.admin_notice(
+        llm_configured=not waits_for_llm, failed=await status_flow.failed_turns(rt)
+    )
     return TurnResponse(
         status=state,  # type: ignore[arg-type]
         detail=detail,
