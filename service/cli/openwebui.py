@@ -49,6 +49,12 @@ PROBE_COMMAND = "/memory help"
 CAUSE_MARKER = "For the admin: "
 #: the pipe's answer to a turn the filter did not reroute (filter/memory_commands.py)
 PIPE_REFUSAL = "This model only answers /memory commands typed in a chat."
+#: how the filter's answers begin when the service could not be used (filter/memory_filter.py
+#: COMMAND_UNAVAILABLE and COMMAND_MISCONFIGURED); an older filter gives no cause after them
+FAILED_COMMAND_OPENINGS = (
+    "The memory service is not reachable right now",
+    "Memory is not set up correctly",
+)
 # One `key: value` line of the docstring that opens a function file (its frontmatter).
 _FRONTMATTER_LINE = re.compile(r"^\s*([a-z_]+):\s*(.*?)\s*$", re.IGNORECASE)
 
@@ -450,6 +456,11 @@ def check_through_openwebui(
     if CAUSE_MARKER in answer:
         cause = answer.split(CAUSE_MARKER, 1)[1].strip()
         raise OpenWebUIError(f"{done}Open WebUI's filter cannot use the memory service: {cause}")
+    if answer.startswith(FAILED_COMMAND_OPENINGS):
+        raise OpenWebUIError(
+            f"{done}Open WebUI's filter cannot use the memory service (this filter gives no "
+            "cause: install the current one)"
+        )
     if answer.strip() == PIPE_REFUSAL:
         raise OpenWebUIError(
             f"{done}the filter did not run for model {model_id}: check that it is active "

@@ -35,3 +35,50 @@ def test_the_start_banner_prints_the_install_command_with_the_service_url() -> N
         "--service-url http://127.0.0.1:28765 --email <admin e-mail> --password <admin password>"
     ) in command
     assert "--token" not in command
+
+
+class _Answers:
+    """An Open WebUI session that answers every chat turn with one text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def ask(self, model_id: str, text: str) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (
+            "Memory is not set up correctly, so this /memory command did not run. Trying again "
+            "will not help: please tell your admin.\n\nFor the admin: the memory service at "
+            "http://127.0.0.1:8765 refused the api_key valve (HTTP 401)",
+            "Open WebUI's filter cannot use the memory service: the memory service at "
+            "http://127.0.0.1:8765 refused the api_key valve (HTTP 401)",
+        ),
+        (
+            "The memory service is not reachable right now, so this /memory command did not "
+            "run. Please try again in a moment.",
+            "Open WebUI's filter cannot use the memory service (this filter gives no cause: "
+            "install the current one)",
+        ),
+        (
+            "This model only answers /memory commands typed in a chat.",
+            "the filter did not run for model memory_commands: check that it is active and "
+            "global (or attached to that model)",
+        ),
+    ],
+)
+def test_the_check_through_open_webui_fails_with_the_filters_cause(answer: str, error: str) -> None:
+    with pytest.raises(openwebui.OpenWebUIError) as raised:
+        openwebui.check_through_openwebui(_Answers(answer), "memory_commands")  # type: ignore[arg-type]
+    assert str(raised.value) == error
+
+
+def test_the_check_through_open_webui_passes_on_the_services_answer() -> None:
+    answer = _Answers("Memory commands work in chats only.")
+    assert openwebui.check_through_openwebui(answer, "memory_commands") == (  # type: ignore[arg-type]
+        "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
+        "memory service with the filter's key"
+    )
