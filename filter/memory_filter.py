@@ -813,6 +813,8 @@ def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
     """What a non-2xx answer means; only our service sends SERVICE_HEADER."""
     code = response.status_code
     version = response.headers.get(SERVICE_HEADER)
+    if code >= 500:  # a crash answers before any header is added (and a proxy may answer)
+        return ServiceFailure(f"the memory service at {base} failed (HTTP {code})", lasting=False)
     if version is None:
         return ServiceFailure(
             f"{base} answered HTTP {code} but is not the memory service: check the "
@@ -832,7 +834,7 @@ def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
             "comes with the service (`python -m service openwebui install`)",
             lasting=True,
         )
-    return ServiceFailure(f"the memory service at {base} failed (HTTP {code})", lasting=False)
+    return ServiceFailure(f"the memory service at {base} answered HTTP {code}", lasting=False)
 
 
 def _compatible(service_version: str) -> bool:
@@ -843,23 +845,39 @@ def _compatible(service_version: str) -> bool:
 def _read_answer(
     response: httpx.Response, valves: Filter.Valves, parse: Callable[[Any], Any]
 ) -> Any:
-    """Decode a 2xx answer with `parse`; an answer of the wrong shape is a ServiceFailure."""
+    """Decode a 2xx answer with `parse`; an answer of the wrong shape is a ServiceFailure.
+
+    Not JSON from our service is a damaged answer (the network, a proxy): retrying may help.
+    Valid JSON of another shape from our service means another version; anything from a
+    server without SERVICE_HEADER means service_url names the wrong server.
+    """
+    base = valves.service_url.rstrip("/")
+    version = response.headers.get(SERVICE_HEADER)
     try:
-        return parse(response.json())
+        decoded = response.json()
     except ValueError as exc:
-        base = valves.service_url.rstrip("/")
-        version = response.headers.get(SERVICE_HEADER)
         if version is None:
-            raise ServiceFailure(
-                f"{base} answered, but not as the memory service does ({exc}): check the "
-                "service_url valve",
-                lasting=True,
-            ) from exc
+            raise _not_the_service(base, exc) from exc
+        raise ServiceFailure(
+            f"the memory service at {base} sent a damaged answer ({exc})", lasting=False
+        ) from exc
+    try:
+        return parse(decoded)
+    except ValueError as exc:
+        if version is None:
+            raise _not_the_service(base, exc) from exc
         raise ServiceFailure(
             f"the memory service {version} at {base} answered in a shape this filter "
             f"{FILTER_VERSION} does not know ({exc}): incompatible versions",
             lasting=True,
         ) from exc
+
+
+def _not_the_service(base: str, exc: Exception) -> ServiceFailure:
+    return ServiceFailure(
+        f"{base} answered, but not as the memory service does ({exc}): check the service_url valve",
+        lasting=True,
+    )
 
 
 def _command_text(answer: Any) -> str:

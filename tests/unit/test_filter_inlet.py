@@ -396,12 +396,19 @@ def _unreachable(kind: str):
         return None, closed_port_url()
     responders = {
         "server_error": lambda request: StubReply(status=500, json={"detail": "boom"}),
+        # a crash of the real service answers 500 before its header is added
+        "crash": lambda request: StubReply(
+            status=500, raw=b"Internal Server Error", service_version=None
+        ),
         "unauthorized": lambda request: StubReply(status=401, json={"detail": "Bad key."}),
         "not_json": lambda request: StubReply(raw=b"<html>oops</html>"),
         "no_block": lambda request: StubReply(json={"memories": []}),
         "block_not_text": lambda request: StubReply(json={"block": ["x"], "memories": []}),
         "memories_not_list": lambda request: StubReply(json={"block": BLOCK, "memories": 3}),
         "json_list": lambda request: StubReply(json=[BLOCK]),
+        "not_json_elsewhere": lambda request: StubReply(
+            raw=b"<html>a web page</html>", service_version=None
+        ),
         "not_the_service": lambda request: StubReply(
             status=404, json={"detail": "Not Found"}, service_version=None
         ),
@@ -413,11 +420,10 @@ def _unreachable(kind: str):
 
 
 #: failures retrying can fix (the user is told it is temporary) …
-TRANSIENT = ["closed_port", "server_error"]
+TRANSIENT = ["closed_port", "server_error", "crash", "not_json"]
 #: … and misconfigurations only an admin can fix
 LASTING = [
     "unauthorized",
-    "not_json",
     "no_block",
     "block_not_text",
     "memories_not_list",
@@ -455,7 +461,8 @@ async def test_fails_open_when_the_service_misbehaves(kind):
         ("unauthorized", "the memory service at {url} refused the api_key valve (HTTP 401)"),
         ("not_the_service", "{url} answered HTTP 404 but is not the memory service"),
         ("old_service", "the memory service 0.0.9 at {url} does not understand this filter"),
-        ("not_json", "the memory service 0.1.0 at {url} answered in a shape this filter"),
+        ("no_block", "the memory service 0.1.0 at {url} answered in a shape this filter"),
+        ("not_json_elsewhere", "{url} answered, but not as the memory service does"),
     ],
 )
 async def test_an_admin_sees_the_exact_cause_and_a_user_is_told_to_ask_the_admin(kind, cause):
@@ -471,7 +478,7 @@ async def test_an_admin_sees_the_exact_cause_and_a_user_is_told_to_ask_the_admin
             seen[who] = [e["data"]["description"] for e in emitter.events]
 
     assert len(seen["admin"]) == 1
-    if kind in TRANSIENT:
+    if kind in TRANSIENT and kind != "not_json":
         assert seen == {"admin": [UNAVAILABLE], "user": [UNAVAILABLE]}
     else:
         assert seen["admin"][0].startswith("Memory misconfigured — " + cause.format(url=url))
