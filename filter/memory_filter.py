@@ -28,6 +28,19 @@ EventEmitter = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 STATUS_UNAVAILABLE = "Memory unavailable — answering without it"
 STATUS_NOT_SAVED = "Memory could not save this turn"
+#: Shown to an ordinary user once a day while the connection is misconfigured (retrying
+#: cannot help; only an admin can fix the valves).
+STATUS_MISCONFIGURED = (
+    "Memory is switched off: it is not set up correctly (please tell your admin) — "
+    "answering without it"
+)
+#: Admins see the exact cause on every turn, after this prefix.
+STATUS_MISCONFIGURED_ADMIN = "Memory misconfigured — "
+STATUS_SEPARATOR = " · "
+#: The version of this file (as in its frontmatter); the service names its own in a header.
+FILTER_VERSION = "0.1.0"
+#: Every answer of the memory service carries this header with the service's version.
+SERVICE_HEADER = "x-memory-service"
 
 # Longest text sent to the service in one field: its MAX_MESSAGE_CHARS
 # (service/core/limits.py). Longer messages are shortened, keeping their end.
@@ -44,6 +57,16 @@ COMMAND_METADATA_KEY = "memory_command"
 COMMAND_UNAVAILABLE = (
     "The memory service is not reachable right now, so this /memory command did not run. "
     "Please try again in a moment."
+)
+COMMAND_MISCONFIGURED = (
+    "Memory is not set up correctly, so this /memory command did not run. Trying again "
+    "will not help: please tell your admin."
+)
+#: Opens the cause an admin is shown under COMMAND_MISCONFIGURED or COMMAND_UNAVAILABLE.
+COMMAND_CAUSE_PREFIX = "For the admin: "
+COMMAND_TYPO = (
+    "Did you mean `/memory{rest}`? Memory commands start with `/memory`; "
+    "`/memory help` lists them. Nothing was sent to the model."
 )
 _HISTORY_MESSAGES = 6
 _MAX_FOLDER_DEPTH = 64
@@ -65,6 +88,8 @@ class Filter:
         api_key: str = Field(
             default="",
             description="Bearer key of the memory service (MEMORY_API_KEY).",
+            # Open WebUI 0.12 renders a valve whose schema has input.type "password" masked.
+            json_schema_extra={"input": {"type": "password"}},
         )
         inlet_timeout_s: float = Field(
             default=0.8,
@@ -222,7 +247,12 @@ async def _recall_into(
             chat_id=chat_id,
             sender=sender,
             metadata=metadata,
+            is_admin=_is_admin(user),
         )
+        return
+    typo = command_typo_hint(text)
+    if typo is not None:  # answered by the pipe: no model, no service, no extraction
+        _answer_with_pipe(body, metadata, valves, typo)
         return
     _drop_command_turns(body)
     if kind in _KINDS_WITHOUT_MEMORY:
@@ -261,22 +291,30 @@ async def _recall_into(
             ),
             timeout=valves.inlet_timeout_s,
         )
-        answer = response.json()
-        block, memory_count = _parse_context_answer(answer)
+        answer = _read_answer(response, valves, lambda decoded: decoded)
+        block, memory_count = _read_answer(response, valves, _parse_context_answer)
     except Exception as exc:
-        log.warning("memory service gave no context: %r", exc)
+        failure = _as_failure(exc, valves, timeout_s=valves.inlet_timeout_s)
+        log.warning("memory service gave no context: %s", failure.detail)
         if user_valves.show_status:
-            await _emit_status(emitter, STATUS_UNAVAILABLE)
+            line = _failure_status(failure, user, sender[0])
+            _remember_inlet_status(sender[0], chat_id, line)
+            if line:
+                await _emit_status(emitter, line)
         return
     if not block.strip():
         return
     _inject_block(body, block)
     if user_valves.show_status:
+        lines = []
         if memory_count or not _notice_in(answer):
-            await _emit_status(emitter, _recalled_status(memory_count))
+            lines.append(_recalled_status(memory_count))
         notice = _notice_in(answer)
         if notice:
-            await _emit_status(emitter, notice)
+            lines.append(notice)
+        _remember_inlet_status(sender[0], chat_id, STATUS_SEPARATOR.join(lines))
+        for line in lines:
+            await _emit_status(emitter, line)
 
 
 def _model_excluded(model_id: Any, patterns: str) -> bool:
@@ -306,6 +344,7 @@ async def _route_command(
     chat_id: Any,
     sender: tuple[str, str | None, str | None],
     metadata: dict[str, Any],
+    is_admin: bool = False,
 ) -> None:
     """Run a /memory command and hand the turn to the Memory Commands pipe.
 
@@ -330,12 +369,20 @@ async def _route_command(
             ),
             timeout=valves.command_timeout_s,
         )
-        answer = response.json().get("text")
-        if not isinstance(answer, str):
-            raise ValueError("the service's command answer has no text")
+        answer = _read_answer(response, valves, _command_text)
     except Exception as exc:
-        log.warning("memory command failed: %r", exc)
-        answer = COMMAND_UNAVAILABLE
+        failure = _as_failure(exc, valves, timeout_s=valves.command_timeout_s)
+        log.warning("memory command failed: %s", failure.detail)
+        answer = COMMAND_MISCONFIGURED if failure.lasting else COMMAND_UNAVAILABLE
+        if is_admin:
+            answer += "\n\n" + COMMAND_CAUSE_PREFIX + failure.detail
+    _answer_with_pipe(body, metadata, valves, answer)
+
+
+def _answer_with_pipe(
+    body: dict[str, Any], metadata: dict[str, Any], valves: Filter.Valves, answer: str
+) -> None:
+    """Reroute the turn to the Memory Commands pipe, which shows `answer` verbatim."""
     metadata[COMMAND_METADATA_KEY] = {"text": answer}
     if isinstance(body.get("metadata"), dict):
         body["metadata"][COMMAND_METADATA_KEY] = {"text": answer}
@@ -356,7 +403,7 @@ def _drop_command_turns(body: dict[str, Any]) -> None:
             skip_reply = False
             continue
         skip_reply = False
-        if role == "user" and not last and is_memory_command(_text_of(message.get("content"))):
+        if role == "user" and not last and _is_command_or_typo(_text_of(message.get("content"))):
             skip_reply = True
             continue
         kept.append(message)
@@ -559,8 +606,9 @@ async def _hand_over_turn(
         reply_id=body.get("id"),
         fallback_timestamp=_dict_of(metadata.get("user_message")).get("timestamp"),
     )
-    if turn is None or is_memory_command(str(turn.get("user_message", ""))):
+    if turn is None or _is_command_or_typo(str(turn.get("user_message", ""))):
         return
+    inlet_line = _inlet_status_of(sender[0], chat_id)
     try:
         response = await asyncio.wait_for(
             _post_for_chat(
@@ -576,13 +624,20 @@ async def _hand_over_turn(
             timeout=valves.outlet_timeout_s,
         )
     except Exception as exc:
-        log.warning("memory service did not take the turn: %r", exc)
+        failure = _as_failure(exc, valves, timeout_s=valves.outlet_timeout_s)
+        log.warning("memory service did not take the turn: %s", failure.detail)
         if user_valves.show_status:
-            await _emit_status(emitter, STATUS_NOT_SAVED)
+            line = STATUS_NOT_SAVED
+            if failure.lasting:  # the inlet's line (if any) already says why; once a day
+                line = _failure_status(failure, user, sender[0]) or ""
+            await _emit_status(emitter, _joined(inlet_line, line))
         return
     notice = _notice_of(response)
+    if _is_admin(user):
+        notice = _joined(notice, _admin_notice_of(response))
     if notice and user_valves.show_status:
-        await _emit_status(emitter, notice)
+        # Open WebUI shows a message's last status line: repeat the inlet's so both stay.
+        await _emit_status(emitter, _joined(inlet_line, notice))
 
 
 def _notice_of(response: httpx.Response) -> str | None:
@@ -591,6 +646,15 @@ def _notice_of(response: httpx.Response) -> str | None:
         return _notice_in(response.json())
     except Exception:
         return None
+
+
+def _admin_notice_of(response: httpx.Response) -> str | None:
+    """The service's `admin_notice` (e.g. no LLM is configured): shown to admins only."""
+    try:
+        notice = _dict_of(response.json()).get("admin_notice")
+    except Exception:
+        return None
+    return notice if isinstance(notice, str) and notice.strip() else None
 
 
 def _notice_in(answer: Any) -> str | None:
@@ -863,16 +927,222 @@ async def _post(
     headers = {"Accept": "application/json"}
     if valves.api_key:
         headers["Authorization"] = f"Bearer {valves.api_key}"
-    # trust_env=False: the service is addressed directly, never through an HTTP proxy.
-    async with httpx.AsyncClient(
-        timeout=timeout_s, verify=_tls_context(), trust_env=False
-    ) as client:
-        response = await client.post(
-            valves.service_url.rstrip("/") + path, json=payload, headers=headers
-        )
+    base = valves.service_url.rstrip("/")
+    try:
+        # trust_env=False: the service is addressed directly, never through an HTTP proxy.
+        async with httpx.AsyncClient(
+            timeout=timeout_s, verify=_tls_context(), trust_env=False
+        ) as client:
+            response = await client.post(base + path, json=payload, headers=headers)
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        raise ServiceFailure(
+            f"the service_url valve ({base!r}) is not an http(s) address: {exc}", lasting=True
+        ) from exc
+    except httpx.TimeoutException as exc:
+        raise ServiceFailure(
+            f"the memory service at {base} did not answer within {timeout_s:g} s", lasting=False
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ServiceFailure(
+            f"cannot reach the memory service at {base} ({exc or type(exc).__name__}): is it "
+            "running, and is the service_url valve its address as Open WebUI's server "
+            "reaches it?",
+            lasting=False,
+        ) from exc
     if not 200 <= response.status_code < 300:
-        raise RuntimeError(f"memory service answered {response.status_code}")
+        raise _failure_of(response, base)
     return response
+
+
+class ServiceFailure(Exception):
+    """The memory service could not be used for this turn.
+
+    Attributes:
+        detail: the exact cause in one sentence, for admins (never a secret).
+        lasting: True when retrying cannot help (wrong key, wrong address or service,
+            incompatible versions): ordinary users are told to ask their admin.
+    """
+
+    def __init__(self, detail: str, *, lasting: bool) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.lasting = lasting
+
+
+def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
+    """What a non-2xx answer means; only our service sends SERVICE_HEADER."""
+    code = response.status_code
+    version = response.headers.get(SERVICE_HEADER)
+    if code >= 500:  # a crash answers before any header is added (and a proxy may answer)
+        return ServiceFailure(f"the memory service at {base} failed (HTTP {code})", lasting=False)
+    if version is None:
+        return ServiceFailure(
+            f"{base} answered HTTP {code} but is not the memory service: check the "
+            "service_url valve (its address and port)",
+            lasting=True,
+        )
+    if code in (401, 403):
+        return ServiceFailure(
+            f"the memory service at {base} refused the api_key valve (HTTP {code}): set it to "
+            "the service's key (`python -m service api-key` prints it)",
+            lasting=True,
+        )
+    if code in (404, 405) or (code == 422 and not _compatible(version)):
+        return ServiceFailure(
+            f"the memory service {version} at {base} does not understand this filter "
+            f"{FILTER_VERSION} (HTTP {code}): incompatible versions; install the filter that "
+            "comes with the service (`python -m service openwebui install`)",
+            lasting=True,
+        )
+    return ServiceFailure(f"the memory service at {base} answered HTTP {code}", lasting=False)
+
+
+def _compatible(service_version: str) -> bool:
+    """Same major and minor version as this filter (0.x releases may change the API)."""
+    return service_version.split(".")[:2] == FILTER_VERSION.split(".")[:2]
+
+
+def _read_answer(
+    response: httpx.Response, valves: Filter.Valves, parse: Callable[[Any], Any]
+) -> Any:
+    """Decode a 2xx answer with `parse`; an answer of the wrong shape is a ServiceFailure.
+
+    Not JSON from our service is a damaged answer (the network, a proxy): retrying may help.
+    Valid JSON of another shape from our service means another version; anything from a
+    server without SERVICE_HEADER means service_url names the wrong server.
+    """
+    base = valves.service_url.rstrip("/")
+    version = response.headers.get(SERVICE_HEADER)
+    try:
+        decoded = response.json()
+    except ValueError as exc:
+        if version is None:
+            raise _not_the_service(base, exc) from exc
+        raise ServiceFailure(
+            f"the memory service at {base} sent a damaged answer ({exc})", lasting=False
+        ) from exc
+    try:
+        return parse(decoded)
+    except ValueError as exc:
+        if version is None:
+            raise _not_the_service(base, exc) from exc
+        raise ServiceFailure(
+            f"the memory service {version} at {base} answered in a shape this filter "
+            f"{FILTER_VERSION} does not know ({exc}): incompatible versions",
+            lasting=True,
+        ) from exc
+
+
+def _not_the_service(base: str, exc: Exception) -> ServiceFailure:
+    return ServiceFailure(
+        f"{base} answered, but not as the memory service does ({exc}): check the service_url valve",
+        lasting=True,
+    )
+
+
+def _command_text(answer: Any) -> str:
+    text = answer.get("text") if isinstance(answer, dict) else None
+    if not isinstance(text, str):
+        raise ValueError("the command answer has no text")
+    return text
+
+
+def _as_failure(exc: BaseException, valves: Filter.Valves, *, timeout_s: float) -> ServiceFailure:
+    if isinstance(exc, ServiceFailure):
+        return exc
+    base = valves.service_url.rstrip("/")
+    if isinstance(exc, TimeoutError):
+        return ServiceFailure(
+            f"the memory service at {base} did not answer within {timeout_s:g} s", lasting=False
+        )
+    return ServiceFailure(f"calling the memory service at {base} failed: {exc!r}", lasting=False)
+
+
+# --- who is told what ------------------------------------------------------------------------
+
+#: user id → the day (UTC) an ordinary user was last told memory is misconfigured
+_TOLD_MISCONFIGURED: dict[str, str] = {}
+#: (user id, chat id) → the inlet's status line for the turn now running in that chat
+_INLET_STATUS: dict[tuple[str, str], str] = {}
+_MAX_REMEMBERED = 10_000
+
+
+def _is_admin(user: Any) -> bool:
+    return isinstance(user, dict) and user.get("role") == "admin"
+
+
+def _failure_status(failure: ServiceFailure, user: Any, user_id: str) -> str | None:
+    """The status line for a failure: admins get the cause; users a lasting one once a day."""
+    if not failure.lasting:
+        return STATUS_UNAVAILABLE
+    if _is_admin(user):
+        return STATUS_MISCONFIGURED_ADMIN + failure.detail
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    if _TOLD_MISCONFIGURED.get(user_id) == today:
+        return None
+    if len(_TOLD_MISCONFIGURED) >= _MAX_REMEMBERED:
+        _TOLD_MISCONFIGURED.clear()
+    _TOLD_MISCONFIGURED[user_id] = today
+    return STATUS_MISCONFIGURED
+
+
+def _remember_inlet_status(user_id: str, chat_id: Any, line: str | None) -> None:
+    if not isinstance(chat_id, str) or not chat_id:
+        return
+    if len(_INLET_STATUS) >= _MAX_REMEMBERED:
+        _INLET_STATUS.clear()
+    _INLET_STATUS[(user_id, chat_id)] = line or ""
+
+
+def _inlet_status_of(user_id: str, chat_id: Any) -> str:
+    """The inlet's line for this chat's turn (consumed), "" when none was shown."""
+    if not isinstance(chat_id, str):
+        return ""
+    return _INLET_STATUS.pop((user_id, chat_id), "")
+
+
+def _joined(*lines: str | None) -> str:
+    return STATUS_SEPARATOR.join(line for line in lines if line)
+
+
+# --- typed commands --------------------------------------------------------------------------
+
+
+def command_typo_hint(text: str) -> str | None:
+    """The hint for a mistyped `/memory` (`/memroy list`, `/memorys`), else None.
+
+    A first word one edit (or one swap of neighbours) away from `/memory` or `/memories`
+    is taken for a typo; `/memo`, `/member` or `/models` are not.
+    """
+    words = text.strip().split(maxsplit=1)
+    if not words or not words[0].startswith("/"):
+        return None
+    head = words[0].lower()
+    if head in _COMMAND_WORDS or not any(_edits(head, w) == 1 for w in _COMMAND_WORDS):
+        return None
+    rest = " " + " ".join(words[1].split()[:1]) if len(words) > 1 else " help"
+    return COMMAND_TYPO.format(rest=rest)
+
+
+def _is_command_or_typo(text: str) -> bool:
+    return is_memory_command(text) or command_typo_hint(text) is not None
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours that turn a into b."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
 
 
 @functools.lru_cache(maxsize=1)

@@ -7,6 +7,8 @@ import logging
 from collections.abc import AsyncIterator
 
 from fastapi import Depends, FastAPI
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import __version__, bootstrap, observability
 from service.api import errors
@@ -18,6 +20,10 @@ from service.embeddings.encoder import Encoder
 from service.jobs import background
 
 log = logging.getLogger(__name__)
+
+#: Header on every answer naming the service and its version; the filter tells "wrong key"
+#: (our 401) from "wrong address" (someone else's 401 or 404) and spots incompatible versions.
+SERVICE_HEADER = "X-Memory-Service"
 
 DESCRIPTION = """Long-term memory for Open WebUI. The filter calls `POST /v1/context` in its
 inlet and `POST /v1/turns` in its outlet; users' memories are managed under
@@ -56,10 +62,14 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.state.runtime = None
     errors.install(app)
     app.add_middleware(observability.MetricsMiddleware)
-    # Added last, so it runs first: no body is read before the key and its size are checked.
+    # Added after the metrics, so it runs before them: no body is read before the key and its
+    # size are checked.
     app.add_middleware(
         RequestGuard, api_key=app.state.api_key, max_body_bytes=settings.max_body_bytes
     )
+    # Outermost: every answer, the guard's 401 and 413 included, names the service, so the
+    # filter tells a wrong key from a wrong address.
+    app.add_middleware(_VersionHeader)
     app.include_router(health.router)
     app.include_router(chat.router, dependencies=[Depends(require_key)])
     app.include_router(memories.router, dependencies=[Depends(require_key)])
@@ -68,3 +78,22 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.include_router(admin.router, dependencies=[Depends(require_key)])
     app.include_router(admin.metrics_router, dependencies=[Depends(require_key)])
     return app
+
+
+class _VersionHeader:
+    """ASGI middleware: SERVICE_HEADER on every HTTP answer, errors included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).append(SERVICE_HEADER, __version__)
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)

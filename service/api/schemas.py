@@ -202,7 +202,12 @@ class TurnResponse(BaseModel):
     status: Literal["queued", "duplicate", "skipped"]
     detail: str
     notice: str | None = Field(
-        default=None, description="A line the filter shows the user (e.g. extraction paused)."
+        default=None, description="A line the filter shows the user (e.g. learning is paused)."
+    )
+    admin_notice: str | None = Field(
+        default=None,
+        description="A line the filter shows admins only (e.g. no LLM is configured): "
+        "ordinary users can do nothing about it.",
     )
 
 

@@ -6,6 +6,7 @@
     OK   embedding model: all-MiniLM-L6-v2 (onnx), 384 dimensions, one sentence in 7 ms
     WARN llm: no LLM configured (LLM_BASE_URL, LLM_MODEL): turns are kept and wait
     FAIL open webui: http://127.0.0.1:8080/health did not answer: connection refused
+    WARN filter → service: not checked: give --email and --password (or --token) of an …
 
 It uses the service's own settings (the same environment variables), reads but never writes
 the database, sends one tiny completion to the LLM and one GET to Open WebUI, each within
@@ -27,7 +28,7 @@ import typer
 from service.config import Settings
 from service.errors import MemoryServiceError
 
-__all__ = ["Verdict", "doctor", "run_checks"]
+__all__ = ["AdminLogin", "Verdict", "doctor", "run_checks"]
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 PGVECTOR_MIN = (0, 5)
@@ -142,6 +143,25 @@ async def _check_database(
     except Exception as exc:
         verdicts.append(Verdict(FAIL, "migrations", f"cannot read the revision: {_causes(exc)}"))
     return verdicts, db
+
+
+async def _check_turns(db: Any) -> Verdict:
+    """Turns whose extraction failed for good ("parked"): an admin's to retry."""
+    from service.storage import turns
+
+    try:
+        async with db.unit_of_work() as session:
+            counts = await turns.counts(session)
+    except Exception:  # no tables yet (migrations not applied): no turns either
+        return Verdict(OK, "turns", "none stored yet")
+    if counts["failed"]:
+        return Verdict(
+            WARN,
+            "turns",
+            f"{counts['failed']} failed extraction for good; "
+            "`python -m service turns list`, then `turns retry-failed`",
+        )
+    return Verdict(OK, "turns", f"{counts['queued']} waiting, none failed")
 
 
 async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
@@ -315,13 +335,19 @@ def _check_bind(settings: Settings) -> Verdict:
 
 
 async def run_checks(
-    settings: Settings, *, openwebui_url: str | None, timeout_s: float
+    settings: Settings,
+    *,
+    openwebui_url: str | None,
+    timeout_s: float,
+    admin: AdminLogin | None = None,
 ) -> list[Verdict]:
     """Every check, in order; none raises (a failure is a FAIL verdict).
 
     Args:
         openwebui_url: Open WebUI's base URL as this machine reaches it; None skips the check.
         timeout_s: limit of each network call (database, LLM, Open WebUI), in seconds.
+        admin: an Open WebUI admin's login; with it, a /memory command goes through Open
+            WebUI to check that its filter reaches the service with the right key.
     """
     verdicts = [_check_bind(settings)]
     db = None
@@ -331,6 +357,8 @@ async def run_checks(
             verdicts += found
         except Exception as exc:
             verdicts.append(Verdict(FAIL, "database", f"the check itself failed: {_causes(exc)}"))
+        if db is not None:
+            verdicts.append(await _check_turns(db))
         try:
             verdicts += await _check_embeddings(settings, db)
         except Exception as exc:
@@ -346,7 +374,55 @@ async def run_checks(
         verdicts.append(Verdict(FAIL, "llm", f"the check itself failed: {_causes(exc)}"))
     if openwebui_url:
         verdicts.append(await _check_openwebui(openwebui_url, timeout_s))
+        verdicts.append(await asyncio.to_thread(_check_filter_path, openwebui_url, admin))
     return verdicts
+
+
+@dataclass(frozen=True, slots=True)
+class AdminLogin:
+    """How doctor signs in to Open WebUI: a token, or an e-mail and password."""
+
+    token: str | None = None
+    email: str | None = None
+    password: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return bool(self.token or (self.email and self.password))
+
+
+def _check_filter_path(url: str, admin: AdminLogin | None) -> Verdict:
+    """A /memory command typed through Open WebUI as the admin: the filter calls the service
+    from where Open WebUI runs, with its valves (service/cli/openwebui.py)."""
+    from service.cli import openwebui
+
+    if admin is None or not admin.given:
+        return Verdict(
+            WARN,
+            "filter → service",
+            "not checked: give --email and --password (or --token) of an Open WebUI admin "
+            "to check that the filter reaches this service with the right key",
+        )
+    try:
+        owui = openwebui.OpenWebUI.connect(
+            url, token=admin.token, email=admin.email, password=admin.password
+        )
+    except openwebui.OpenWebUIError as exc:
+        return Verdict(FAIL, "filter → service", str(exc))
+    try:
+        model = openwebui.probe_model(owui)
+        if model is None:
+            return Verdict(
+                FAIL,
+                "filter → service",
+                "the memory filter is not installed or runs for no model "
+                "(python -m service openwebui install)",
+            )
+        return Verdict(OK, "filter → service", openwebui.check_through_openwebui(owui, model))
+    except openwebui.OpenWebUIError as exc:
+        return Verdict(FAIL, "filter → service", str(exc))
+    finally:
+        owui.close()
 
 
 def doctor(
@@ -359,15 +435,30 @@ def doctor(
     timeout_s: float = typer.Option(
         10.0, "--timeout-s", min=0.5, max=300, help="Limit of each network call, in seconds."
     ),
+    token: str | None = typer.Option(
+        None, "--token", envvar="OPENWEBUI_TOKEN", help="An Open WebUI admin's token."
+    ),
+    email: str | None = typer.Option(None, "--email", help="An Open WebUI admin's e-mail."),
+    password: str | None = typer.Option(
+        None, "--password", envvar="OPENWEBUI_PASSWORD", help="That admin's password."
+    ),
 ) -> None:
     """Check the database, pgvector, migrations, the embedding model, the LLM endpoint and
-    (with --openwebui-url) Open WebUI; one OK / WARN / FAIL line each, exit 1 on a FAIL."""
+    (with --openwebui-url) Open WebUI, and with an admin's login that its filter reaches
+    this service with the right key; one OK / WARN / FAIL line each, exit 1 on a FAIL."""
     try:
         settings = Settings()
     except ValueError as exc:  # pydantic's ValidationError: a variable has a wrong value
         typer.echo(Verdict(FAIL, "settings", " ".join(str(exc).split())[:300]).line())
         raise typer.Exit(code=1) from exc
-    verdicts = asyncio.run(run_checks(settings, openwebui_url=openwebui_url, timeout_s=timeout_s))
+    verdicts = asyncio.run(
+        run_checks(
+            settings,
+            openwebui_url=openwebui_url,
+            timeout_s=timeout_s,
+            admin=AdminLogin(token, email, password),
+        )
+    )
     for verdict in verdicts:
         typer.echo(verdict.line())
     failed = [v for v in verdicts if v.level == FAIL]

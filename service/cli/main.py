@@ -22,14 +22,14 @@ app = typer.Typer(
 
 
 FILTER_HELP = """
-Memory service starting on http://{host}:{port} (ready when GET /readyz answers 200)
+Memory service starting on {url} (ready when GET /readyz answers 200)
   API key: {key}
-Install into Open WebUI with one command (filter, /memory commands pipe, events, valves):
-  .venv/bin/python -m service openwebui install --url http://127.0.0.1:8080 --token <admin token>
-or by hand: Admin Panel → Functions → + → paste filter/memory_filter.py,
-filter/memory_commands.py and filter/memory_events.py → enable all three, make the filter
-Global, and set the Valves of the filter and the events function:
-service_url = http://{host}:{port} (as Open WebUI reaches it) and api_key = the key above.
+Install into Open WebUI with one command (filter, /memory commands pipe, events, valves,
+then a check through Open WebUI that the filter reaches this service with the key):
+  .venv/bin/python -m service openwebui install --url http://127.0.0.1:8080 \\
+      --service-url {url} --email <admin e-mail> --password <admin password>
+(--service-url is this service as Open WebUI's server reaches it; change it when Open WebUI
+runs on another machine or in a container.) By hand: README.md, "Install by hand".
 """
 #: What the banner says instead of a key it did not just generate (a key is a secret: it is
 #: shown once, when it is made, and never again in a log that may be kept or shared).
@@ -44,7 +44,7 @@ def start_banner(settings: Settings) -> str:
     key, origin = settings.bearer_key_origin()
     shown = key if origin == "generated" else KEY_HINTS[origin]
     shown = shown.format(path=settings.state_dir / "api_key")
-    return FILTER_HELP.format(host=settings.host, port=settings.port, key=shown)
+    return FILTER_HELP.format(url=openwebui.service_url_of(settings.host, settings.port), key=shown)
 
 
 @app.command()

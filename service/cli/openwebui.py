@@ -42,6 +42,19 @@ SERVICE_CALLERS = (FILTER_ID, EVENTS_ID)
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
 SOURCE_DIR = Path(service.__file__).resolve().parents[1] / "filter"
 REQUEST_TIMEOUT_S = 30.0
+#: typed by the installer as the admin, through Open WebUI: the filter inside Open WebUI runs
+#: it against the service with its valves, exactly as for a user's turn
+PROBE_COMMAND = "/memory help"
+#: the filter's marker before the cause it shows an admin when the service cannot be used
+CAUSE_MARKER = "For the admin: "
+#: the pipe's answer to a turn the filter did not reroute (filter/memory_commands.py)
+PIPE_REFUSAL = "This model only answers /memory commands typed in a chat."
+#: how the filter's answers begin when the service could not be used (filter/memory_filter.py
+#: COMMAND_UNAVAILABLE and COMMAND_MISCONFIGURED); an older filter gives no cause after them
+FAILED_COMMAND_OPENINGS = (
+    "The memory service is not reachable right now",
+    "Memory is not set up correctly",
+)
 # One `key: value` line of the docstring that opens a function file (its frontmatter).
 _FRONTMATTER_LINE = re.compile(r"^\s*([a-z_]+):\s*(.*?)\s*$", re.IGNORECASE)
 
@@ -196,6 +209,29 @@ class OpenWebUI:
         answer = self.call("GET", "/api/models", params={"refresh": "true"}) or {}
         return {m["id"]: m for m in answer.get("data", [])}
 
+    def admin_config(self) -> dict[str, Any]:
+        """Admin Panel → Settings → General, as `GET /api/v1/auths/admin/config` answers."""
+        found: dict[str, Any] = self.call("GET", "/api/v1/auths/admin/config") or {}
+        return found
+
+    def ask(self, model_id: str, text: str) -> str:
+        """One chat turn without a chat (no history is saved); the reply's text."""
+        answer = self.call(
+            "POST",
+            "/api/chat/completions",
+            json={
+                "model": model_id,
+                "stream": False,
+                "messages": [{"role": "user", "content": text}],
+            },
+        )
+        try:
+            return str(answer["choices"][0]["message"]["content"])
+        except (KeyError, IndexError, TypeError) as exc:
+            raise OpenWebUIError(
+                f"Open WebUI's answer to a chat turn has no reply text: {str(answer)[:200]}"
+            ) from exc
+
 
 # --- install, uninstall, status ---------------------------------------------------------------
 
@@ -249,15 +285,22 @@ def install(
     api_key: str,
     make_global: bool,
     model_ids: list[str],
+    native_memory_off: bool = False,
     say: Callable[[str], None] = typer.echo,
 ) -> None:
-    """Bring Open WebUI to the installed state; each step writes only what differs.
+    """Bring Open WebUI to the installed state; each step writes only what differs; then
+    check through Open WebUI that its filter reaches the service with the key.
 
     Args:
         sources: the files to push, by function id (FILTER_ID, PIPE_ID, EVENTS_ID).
         make_global: the filter runs for every model (else only for `model_ids`).
         model_ids: models whose `meta.filterIds` must list the filter (others are kept).
+        native_memory_off: switch Open WebUI's built-in memory off for everyone.
         say: prints one line per step.
+
+    Raises:
+        OpenWebUIError: a step failed, or the installed filter cannot use the service (the
+            message names the cause: unreachable, wrong key, wrong service, versions).
     """
     available = owui.provider_models()
     missing = [m for m in model_ids if m not in available]
@@ -280,11 +323,17 @@ def install(
         say(f"model {model_id}: {_attach_filter(owui, model_id, rows.get(model_id), available)}")
     say(f"model {PIPE_ID}: {_ensure_pipe_row(owui, rows.get(PIPE_ID), sources[PIPE_ID].name)}")
     owui.provider_models()  # rebuild the cached model list so the pipe model is routable now
+    if native_memory_off:
+        say(f"open webui memory: {_switch_native_memory_off(owui)}")
     where = "every model" if make_global else ", ".join(model_ids) or "no model yet"
     say(
         f"installed into Open WebUI {owui.version} at {owui.base_url}: the filter runs for "
         f"{where} and calls {service_url}"
     )
+    probe_model = PIPE_ID if make_global else (model_ids[0] if model_ids else None)
+    say(check_through_openwebui(owui, probe_model, installed=True))
+    if not native_memory_off:
+        say(native_memory_line(owui))
 
 
 def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> None:
@@ -354,19 +403,97 @@ def status(
     row = rows.get(PIPE_ID)
     if row is None:
         say(f"model {PIPE_ID}: no model row (ordinary users cannot run commands)")
-    else:
-        say(
-            f"model {PIPE_ID}: "
-            + ", ".join(
-                [
-                    "active" if row.get("is_active") else "INACTIVE",
-                    "hidden"
-                    if (row.get("meta") or {}).get("hidden")
-                    else "VISIBLE in the model list",
-                    "readable by everyone" if _everyone_reads(row) else "NOT readable by everyone",
-                ]
-            )
+        return
+    say(
+        f"model {PIPE_ID}: "
+        + ", ".join(
+            [
+                "active" if row.get("is_active") else "INACTIVE",
+                "hidden" if (row.get("meta") or {}).get("hidden") else "VISIBLE in the model list",
+                "readable by everyone" if _everyone_reads(row) else "NOT readable by everyone",
+            ]
         )
+    )
+    say(native_memory_line(owui))
+    if owui.function(FILTER_ID) is not None:
+        say(check_through_openwebui(owui, probe_model(owui, rows)))
+
+
+def probe_model(owui: OpenWebUI, rows: dict[str, dict[str, Any]] | None = None) -> str | None:
+    """A model the installed filter runs for: the pipe's when the filter is global, else the
+    first model it is attached to; None when it runs for none (or is not installed/active)."""
+    found = owui.function(FILTER_ID)
+    if found is None or not found.get("is_active"):
+        return None
+    if found.get("is_global"):
+        return PIPE_ID
+    attached = sorted(
+        m
+        for m, row in (rows if rows is not None else owui.model_rows()).items()
+        if FILTER_ID in ((row.get("meta") or {}).get("filterIds") or []) and m != PIPE_ID
+    )
+    return attached[0] if attached else None
+
+
+def check_through_openwebui(
+    owui: OpenWebUI, model_id: str | None, *, installed: bool = False
+) -> str:
+    """Type PROBE_COMMAND as the admin through Open WebUI, so the filter — running inside
+    Open WebUI, with its valves — calls the service as it will for every user.
+
+    Returns:
+        the line to print when the filter reached the service with the key.
+
+    Raises:
+        OpenWebUIError: the filter did not run, or it could not use the service; the
+            message carries the filter's own cause (unreachable, wrong key, not the
+            memory service, incompatible versions).
+    """
+    if model_id is None:
+        return "check: skipped, the filter is not active for any model yet"
+    answer = owui.ask(model_id, PROBE_COMMAND)
+    done = "installed, but " if installed else ""
+    if CAUSE_MARKER in answer:
+        cause = answer.split(CAUSE_MARKER, 1)[1].strip()
+        raise OpenWebUIError(f"{done}Open WebUI's filter cannot use the memory service: {cause}")
+    if answer.startswith(FAILED_COMMAND_OPENINGS):
+        raise OpenWebUIError(
+            f"{done}Open WebUI's filter cannot use the memory service (this filter gives no "
+            "cause: install the current one)"
+        )
+    if answer.strip() == PIPE_REFUSAL:
+        raise OpenWebUIError(
+            f"{done}the filter did not run for model {model_id}: check that it is active "
+            "and global (or attached to that model)"
+        )
+    return (
+        f"check: a /memory command typed in Open WebUI (model {model_id}) reached the "
+        "memory service with the filter's key"
+    )
+
+
+def native_memory_line(owui: OpenWebUI) -> str:
+    """Whether Open WebUI's built-in memory is on for everyone, and how to switch it off."""
+    try:
+        enabled = owui.admin_config().get("ENABLE_MEMORIES")
+    except OpenWebUIError:
+        return "open webui memory: unknown (Admin Panel → Settings → General → Memories)"
+    if enabled is False:
+        return "open webui memory: off for everyone; Memory Banks is the only memory"
+    return (
+        "open webui memory: still on — its Settings → Personalization → Memory accepts "
+        "memories that the filter keeps out of chats it handles; switch it off with "
+        "`install --native-memory-off` (or Admin Panel → Settings → General → Memories)"
+    )
+
+
+def _switch_native_memory_off(owui: OpenWebUI) -> str:
+    config = owui.admin_config()
+    if config.get("ENABLE_MEMORIES") is False:
+        return "already off for everyone"
+    # the form is the whole config: what was read is sent back with the one switch changed
+    owui.call("POST", "/api/v1/auths/admin/config", json={**config, "ENABLE_MEMORIES": False})
+    return "switched off for everyone (Memory Banks is the only memory)"
 
 
 def _push_function(owui: OpenWebUI, source: FunctionSource) -> str:
@@ -523,7 +650,8 @@ Token = Annotated[
     typer.Option(
         "--token",
         envvar="OPENWEBUI_TOKEN",
-        help="An admin's JWT or sk-… API key (Settings → Account).",
+        help="An admin's JWT or sk-… API key (Settings → Account, where an admin has allowed "
+        "API keys); without one, give --email and --password.",
     ),
 ]
 Email = Annotated[str | None, typer.Option("--email", help="Admin e-mail, instead of --token.")]
@@ -547,8 +675,13 @@ def install_command(
     email: Email = None,
     password: Password = None,
     service_url: Annotated[
-        str, typer.Option("--service-url", help="The memory service as Open WebUI reaches it.")
-    ] = "http://127.0.0.1:8765",
+        str | None,
+        typer.Option(
+            "--service-url",
+            help="The memory service as Open WebUI's server reaches it (default: "
+            "http://MEMORY_HOST:MEMORY_PORT of this machine's settings).",
+        ),
+    ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -566,13 +699,20 @@ def install_command(
         list[str] | None,
         typer.Option("--model", help="Attach the filter to this model (repeatable)."),
     ] = None,
+    native_memory_off: Annotated[
+        bool,
+        typer.Option(
+            "--native-memory-off",
+            help="Also switch Open WebUI's built-in memory off for everyone.",
+        ),
+    ] = False,
     filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
     pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
     events_file: EventsFile = SOURCE_DIR / "memory_events.py",
     verbose: Verbose = False,
 ) -> None:
     """Install or update the filter, the command pipe and the events function, switch them
-    on, set the valves."""
+    on, set the valves, then check through Open WebUI that the filter reaches the service."""
     model_ids = list(dict.fromkeys(model or []))
     with _session(url, token, email, password, verbose) as owui:
         key = api_key or _local_api_key()
@@ -585,10 +725,11 @@ def install_command(
         install(
             owui,
             sources=read_sources(filter_file, pipe_file, events_file),
-            service_url=service_url.rstrip("/"),
+            service_url=(service_url or local_service_url()).rstrip("/"),
             api_key=key,
             make_global=make_global if make_global is not None else not model_ids,
             model_ids=model_ids,
+            native_memory_off=native_memory_off,
         )
 
 
@@ -616,7 +757,8 @@ def status_command(
     events_file: EventsFile = SOURCE_DIR / "memory_events.py",
     verbose: Verbose = False,
 ) -> None:
-    """Show what is installed and active, and whether the installed code is current."""
+    """Show what is installed and active, whether the installed code is current, and check
+    through Open WebUI that the filter reaches the service with its key."""
     with _session(url, token, email, password, verbose) as owui:
         status(owui, sources=read_sources(filter_file, pipe_file, events_file))
 
@@ -637,6 +779,25 @@ def _session(
         if verbose:
             raise
         raise typer.Exit(code=1) from exc
+
+
+def local_service_url() -> str:
+    """`http://MEMORY_HOST:MEMORY_PORT` of this machine's settings (what `serve` binds); a
+    wildcard host becomes 127.0.0.1 (Open WebUI on another machine needs --service-url)."""
+    try:
+        settings = Settings()
+    except Exception:
+        return "http://127.0.0.1:8765"
+    return service_url_of(settings.host, settings.port)
+
+
+def service_url_of(host: str, port: int) -> str:
+    """The URL a local client reaches a service bound to `host:port` at."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 def _local_api_key() -> str | None:

@@ -209,18 +209,21 @@ def memory_line(memory: Memory, *, extra: str = "") -> str:
     )
 
 
-HELP_TEXT = """**Memory commands**
+HELP_TEXT = """**Memory commands** (Memory Banks keeps your memories; Open WebUI's own memory is
+not used in these chats)
 
 - `/memory list [bank]` — what I remember that this chat may see
 - `/memory search <text>` — find memories
-- `/memory add [bank:] <text>` — remember something (banks: personal, interaction_patterns, project)
+- `/memory add [bank:] <text>` — remember something, e.g. `/memory add I keep bees` is kept as
+  “User keeps bees” (banks: personal, interaction_patterns, project, chat — `chat:` is
+  remembered in this chat only)
 - `/memory edit <id> <text>` — change a memory
 - `/memory forget <id>` — forget one memory everywhere
 - `/memory forget all` — forget everything (asks for a confirmation code)
 - `/memory assign_bank <id> <bank>` — move a memory to another bank
 - `/memory banks` — the banks and what this chat may read and write
 - `/memory profile` — the core memories sent with every message
-- `/memory why` — which memories went into the last reply, with their scores
+- `/memory why` — which memories went into this chat's last reply, with their scores
 - `/memory export` — all your memories as JSON
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
@@ -237,3 +240,8 @@ def unknown_command_text(word: str) -> str:
         f"I don't know the memory command `{escape_markdown(word)}`. "
         "Type `/memory help` to see the commands."
     )
+
+
+def counted(count: int, singular: str, plural: str) -> str:
+    """`1 memory`, `2 memories`, `0 memories`."""
+    return f"{count} {singular if count == 1 else plural}"

@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 
 from service.core import commands as text
-from service.core import limits, privacy
+from service.core import limits, person, privacy
 from service.core import reminders as reminder_policy
 from service.core.commands import Command, CommandName
 from service.core.records import (
@@ -148,6 +148,7 @@ async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
     bank, content = text.split_bank_prefix(command.args)
     if not content:
         return "What should I remember? Example: `/memory add I keep bees`"
+    content = person.third_person(content)  # injected under "I recall…": "I" is the assistant
     bank = bank or (Bank.INTERACTION if chat.collaborative else Bank.PERSONAL)
     cell = _writable_cell(chat, bank)
     memory = await memory_flow.add(
@@ -184,7 +185,7 @@ async def _edit(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comma
         rt,
         scope=scope,
         memory_id=found.id,
-        content=content,
+        content=person.third_person(content.strip()),
         bank=None,
         tags=None,
         actor=f"user:{chat.user_id}",
@@ -256,11 +257,21 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     expected = _confirmation_code(
         rt, chat.user_id, [m.seq for m in rows] + [-r.seq for r in reminders]
     )
-    also = f" and your {len(reminders)} reminders" if reminders else ""
+    also = f" and your {text.counted(len(reminders), 'reminder', 'reminders')}" if reminders else ""
     if code != expected:
+        wrong = (
+            f"`{text.escape_markdown(code)}` is not the confirmation code (a code is only good "
+            "until your memories change), so nothing was forgotten. "
+            if code
+            else ""
+        )
+        what = (
+            "your only Personal or Interaction Patterns memory"
+            if len(rows) == 1
+            else f"all {len(rows)} of your Personal and Interaction Patterns memories"
+        )
         return (
-            f"This forgets all {len(rows)} of your Personal and Interaction Patterns "
-            f"memories{also}, for good. To confirm, type:\n\n"
+            f"{wrong}This forgets {what}{also}, for good. To confirm, type:\n\n"
             f"`/memory forget all {expected}`"
         )
     async with rt.db.unit_of_work() as session:
@@ -271,8 +282,12 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
         rows = await memories.export_rows(session, scope=own)
     await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")
     cancelled = await reminder_flow.cancel_all(rt, user_id=chat.user_id)
-    also = f" and {cancelled} reminders" if cancelled else ""
-    return f"Forgot all {len(rows)} memories{also}. Project memories of shared folders were kept."
+    also = f" and {text.counted(cancelled, 'reminder', 'reminders')}" if cancelled else ""
+    return (
+        f"Forgot {'' if len(rows) == 1 else 'all '}"
+        f"{text.counted(len(rows), 'memory', 'memories')}{also}. "
+        "Project memories of shared folders were kept."
+    )
 
 
 async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -291,7 +306,8 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
                 if by_command.scope_for(bank)
                 else "no writing here"
             )
-            lines.append(f"- **{bank.label}**: {count} memories — {read}, {write}")
+            counts = text.counted(count, "memory", "memories")
+            lines.append(f"- **{bank.label}**: {counts} — {read}, {write}")
     return "**Memory banks** in this chat:\n\n" + "\n".join(lines) + _hidden_note(chat)
 
 
@@ -317,7 +333,7 @@ async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
     async with rt.db.unit_of_work() as session:
         last = await user_state.last_injection(session, user_id=chat.user_id, chat_id=chat.chat_id)
         if last is None or not last[1]:
-            return "No memories went into the last reply."
+            return "No memories went into a reply in this chat yet."
         at, items = last
         lines = []
         for item in items:
@@ -327,7 +343,11 @@ async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
                 seq=int(item["seq"]),
                 statuses=(Status.ACTIVE, Status.SUPERSEDED, Status.ARCHIVED),
             )
-            numbers = f"similarity {item['similarity']:.2f}, score {item['score']:.2f}"
+            numbers = (
+                "core profile, sent with every message"
+                if _is_profile_item(item)
+                else f"similarity {item['similarity']:.2f}, score {item['score']:.2f}"
+            )
             if found is not None:
                 numbers += f", confidence {found.confidence:.2f}, {_PROVENANCE[found.source_kind]}"
             if found is None:
@@ -337,7 +357,18 @@ async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
                 )
             else:
                 lines.append(text.memory_line(found, extra=numbers))
-    return f"**Memories used for the last reply** ({at:%Y-%m-%d %H:%M} UTC):\n\n" + "\n".join(lines)
+    return (
+        f"**Memories used for this chat's last reply** ({at:%Y-%m-%d %H:%M} UTC):\n\n"
+        + "\n".join(lines)
+    )
+
+
+def _is_profile_item(item: dict[str, object]) -> bool:
+    """A core memory sent whatever the message: flagged, or recorded without numbers
+    (ranking.split_core gives a core memory that was not retrieved similarity 0, score 0)."""
+    if item.get("profile") is True:
+        return True
+    return item.get("similarity") == 0 and item.get("score") == 0
 
 
 async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cachetools import TTLCache
 from sqlalchemy import func, select
 
 from service.core.records import Status
@@ -41,3 +42,41 @@ async def service_status(rt: Runtime) -> dict[str, Any]:
         "memories_active": int(active),
         "status": line,
     }
+
+
+#: how long one count of failed turns serves the admins' status line, in seconds: the
+#: notice is not worth a COUNT over the turns table on every turn
+FAILED_COUNT_TTL_S = 60.0
+_failed_counts: TTLCache[int, int] = TTLCache(maxsize=8, ttl=FAILED_COUNT_TTL_S)
+
+
+async def failed_turns(rt: Runtime) -> int:
+    """Turns whose extraction failed for good ("parked"), counted at most once a minute."""
+    key = id(rt)
+    found = _failed_counts.get(key)
+    if found is None:
+        async with rt.db.unit_of_work() as session:
+            found = (await turns.counts(session))["failed"]
+        _failed_counts[key] = found
+    return found
+
+
+def admin_notice(*, llm_configured: bool, failed: int) -> str | None:
+    """The status line for admins only (ordinary users can do nothing about these), or None.
+
+    Args:
+        llm_configured: False while no LLM is set: turns wait.
+        failed: turns whose extraction failed for good.
+    """
+    parts = []
+    if not llm_configured:
+        parts.append(
+            "turns are kept, but learning waits until the memory service has an LLM "
+            "(LLM_BASE_URL, LLM_MODEL); `python -m service doctor` checks it"
+        )
+    if failed:
+        parts.append(
+            f"{failed} turn{'' if failed == 1 else 's'} failed extraction "
+            "(`python -m service turns list`, then `turns retry-failed`)"
+        )
+    return "Memory (admins only): " + "; ".join(parts) if parts else None

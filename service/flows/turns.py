@@ -27,6 +27,8 @@ from service.storage.turns import Turn
 
 log = logging.getLogger(__name__)
 
+PAUSED_DETAIL = "learning is paused for this user (/memory resume)"
+
 EXTRACT_TASK = "extract_turn"
 """Job: extract the waiting turns of a turn's chat and sender that are due (or all up to it)."""
 QUIET_TASK = "extract_quiet_chat"
@@ -114,7 +116,7 @@ async def accept_turn(
     # them, and a failure leaves nothing behind, so the filter's next hand-over is new.
     async with rt.db.unit_of_work() as session:
         if await user_state.is_paused(session, user_id=chat.user_id):
-            return "skipped", "learning is paused for this user (/memory resume)"
+            return "skipped", PAUSED_DETAIL
         turn_id = await turns.accept(
             session,
             chat_id=chat.chat_id,

@@ -87,13 +87,13 @@ _MARK_USED, _MARK_USED_AND_RECORD = _record_use_statements()
 async def last_injection(
     session: AsyncSession, *, user_id: str, chat_id: str | None
 ) -> tuple[datetime, list[dict[str, Any]]] | None:
-    """The latest injection in `chat_id`, or the user's latest anywhere when None/unknown."""
-    stmt = select(InjectionRow).where(InjectionRow.user_id == user_id)
-    if chat_id:
-        row = (await session.execute(stmt.where(InjectionRow.chat_id == chat_id))).scalar()
-        if row is not None:
-            return row.at, list(row.items)
-    row = (await session.execute(stmt.order_by(InjectionRow.at.desc()).limit(1))).scalar()
+    """The latest injection in `chat_id`; None without one (never another chat's)."""
+    if not chat_id:
+        return None
+    stmt = select(InjectionRow).where(
+        InjectionRow.user_id == user_id, InjectionRow.chat_id == chat_id
+    )
+    row = (await session.execute(stmt)).scalar()
     return (row.at, list(row.items)) if row else None
 
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -173,6 +175,13 @@ class Stack:
         return memory
 
 
+def _own_folder(cleanup: ExitStack, prefix: str) -> Path:
+    """A fresh folder in the system temp dir, removed when `cleanup` closes."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    cleanup.callback(shutil.rmtree, folder, True)
+    return folder
+
+
 def _require_installed() -> None:
     missing = [str(p) for p in (OPEN_WEBUI_BIN, PLAYWRIGHT_PYTHON, CHROMIUM) if not p.exists()]
     if missing:
@@ -282,8 +291,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         service = ManagedProcess.start(
             "memory service",
             [sys.executable, "-m", "service", "serve"],
+            # Not under pytest's temp root: it is private to its user (0700), and the
+            # embedded PostgreSQL runs as its own user when the tests run as root.
             env=_service_env(
-                tmp_path_factory.mktemp("memory-state"),
+                _own_folder(cleanup, "memory-e2e-state-"),
                 service_port,
                 service_key,
                 extraction_stub.base_url,

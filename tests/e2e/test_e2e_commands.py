@@ -172,17 +172,17 @@ def test_memory_add_then_list_typed_in_the_browser_shows_the_exact_listing(stack
         stack,
         a.email,
         [
-            {"text": "/memory add I keep bees", "expect_lines": ["I keep bees"]},
-            {"text": "/memory list", "expect_lines": ["I keep bees"]},
+            {"text": "/memory add I keep bees", "expect_lines": ["User keeps bees"]},
+            {"text": "/memory list", "expect_lines": ["User keeps bees"]},
         ],
         str(screenshot),
     )
 
     expected = _service_answer(stack, a.id, "/memory list", chat_id=report["chat_id"])
     added, listed = report["replies"]
-    assert "I keep bees" in added["content"]
+    assert "User keeps bees" in added["content"]
     assert listed["content"] == expected
-    assert "I keep bees" in expected
+    assert "User keeps bees" in expected
     shown = " ".join(listed["rendered"].split())
     assert [line for line in _shown_lines(expected) if line not in shown] == []
     stored = stack.client("a").read_chat(report["chat_id"])["chat"]["history"]["messages"]

@@ -74,8 +74,14 @@ def test_installer_run_again_changes_nothing(stack: Stack):
 
     assert again.returncode == 0, again.stderr
     assert _state(stack) == before
-    steps = again.stdout.splitlines()[:-1]
+    *steps, installed, check, native = again.stdout.splitlines()
     assert steps and all(("unchanged" in s or "already" in s) for s in steps), again.stdout
+    assert installed.startswith("installed into Open WebUI 0.12.4 at ")
+    assert check == (
+        "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
+        "memory service with the filter's key"
+    )
+    assert native.startswith("open webui memory: still on")
 
 
 def test_status_reports_what_is_installed(stack: Stack):
@@ -89,6 +95,11 @@ def test_status_reports_what_is_installed(stack: Stack):
         "memory_events: installed, active, code is current",
         f"memory_events: service_url = {stack.service_url}, api_key set",
         "model memory_commands: active, hidden, readable by everyone",
+        "open webui memory: still on — its Settings → Personalization → Memory accepts "
+        "memories that the filter keeps out of chats it handles; switch it off with "
+        "`install --native-memory-off` (or Admin Panel → Settings → General → Memories)",
+        "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
+        "memory service with the filter's key",
     ]
 
 

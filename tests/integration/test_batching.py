@@ -369,7 +369,7 @@ async def test_forget_all_also_forgets_what_was_said_but_not_extracted_yet(
         done = live.client.post(
             "/v1/commands", json={"chat": CHAT, "command": f"/memory forget all {code}"}
         ).json()["text"]
-        assert done.startswith("Forgot all 1 memories.")
+        assert done.startswith("Forgot 1 memory.")
         assert await _rows(db_conn, "SELECT status, payload ? 'texts' FROM turns") == [
             ("discarded", False)
         ]

@@ -87,9 +87,9 @@ async def test_add_then_list_shows_the_exact_listing(harness, pipe, live, llm) -
     added, body = await alice.type("/memory add I keep bees")
     assert body["model"] == "memory_commands"
     code = _ids(added)[0]
-    assert added == f"Remembered in Personal:\n\n- `{code}` Personal · {_today()} · I keep bees"
+    assert added == f"Remembered in Personal:\n\n- `{code}` Personal · {_today()} · User keeps bees"
     listing, _ = await alice.type("/memory list")
-    assert listing == f"**Memories** (1):\n\n- `{code}` Personal · {_today()} · I keep bees"
+    assert listing == f"**Memories** (1):\n\n- `{code}` Personal · {_today()} · User keeps bees"
     assert llm.requests == [], "no LLM call for commands, and commands are not extracted"
     assert live.client.get("/v1/status").json()["turns_queued"] == 0
 
@@ -199,7 +199,11 @@ async def test_forget_all_needs_the_code_and_leaves_other_users_alone(harness, p
         await b.type(f"/memory add B-fact {i}: my bike is green")
     ask, _ = await a.type("/memory forget all")
     code = re.search(r"/memory forget all ([0-9a-f]{6})", ask).group(1)  # type: ignore[union-attr]
-    assert (await a.type("/memory forget all 000000"))[0] == ask, "a wrong code only asks again"
+    wrong, _ = await a.type("/memory forget all 000000")
+    assert wrong == (
+        "`000000` is not the confirmation code (a code is only good until your memories "
+        "change), so nothing was forgotten. " + ask
+    )
     assert live.client.get("/v1/users/user-a/memories").json()["total"] == 3
     done, _ = await a.type(f"/memory forget all {code}")
     assert done == "Forgot all 3 memories. Project memories of shared folders were kept."
@@ -214,9 +218,48 @@ async def test_why_shows_what_went_into_the_last_reply(harness, pipe, live) -> N
     await erin.type("/memory add I drink oat milk in my coffee")
     await erin.type("What should I add to my coffee?")
     why, _ = await erin.type("/memory why")
-    assert why.startswith("**Memories used for the last reply**")
-    assert "I drink oat milk in my coffee — similarity" in why
+    assert why.startswith("**Memories used for this chat's last reply**")
+    assert "User drinks oat milk in their coffee — " in why
     assert ", confidence 1.00, added by hand" in why
+
+
+async def test_why_is_about_this_chat_only(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
+    gus = Session(harness, pipe, "gus")
+    await gus.type("/memory add I drink oat milk in my coffee")
+    await gus.type("What should I add to my coffee?")
+    gus.new_chat()
+    why, _ = await gus.type("/memory why")
+    assert why == "No memories went into a reply in this chat yet."
+
+
+async def test_why_shows_core_profile_items_as_such_not_as_zero_scores(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
+    hal = Session(harness, pipe, "hal")
+    await hal.type("/memory add I am vegetarian")
+    await hal.type("Tell me about the history of Rome.")
+    why, _ = await hal.type("/memory why")
+    assert "similarity 0.00, score 0.00" not in why
+    assert "User is vegetarian — core profile, sent with every message, confidence 1.00" in why
+
+
+async def test_first_person_adds_are_stored_in_the_third_person(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
+    ivy = Session(harness, pipe, "ivy")
+    added, _ = await ivy.type("/memory add I am allergic to penicillin")
+    assert added.endswith(" · User is allergic to penicillin")
+    assert [m["content"] for m in live.client.get("/v1/users/ivy/memories").json()["items"]] == [
+        "User is allergic to penicillin"
+    ]
+
+
+async def test_one_memory_is_counted_in_the_singular(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
+    jo = Session(harness, pipe, "jo")
+    await jo.type("/memory add I keep bees")
+    banks, _ = await jo.type("/memory banks")
+    assert "- **Personal**: 1 memory — read, write" in banks.splitlines()
+
+
+async def test_help_lists_the_chat_bank(harness, pipe) -> None:  # type: ignore[no-untyped-def]
+    help_text, _ = await Session(harness, pipe, "kim").type("/memory help")
+    assert "banks: personal, interaction_patterns, project, chat" in " ".join(help_text.split())
 
 
 async def test_shared_chats_never_list_or_add_personal_memories(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
@@ -264,3 +307,20 @@ async def test_commands_fail_open_with_a_clear_line_when_the_service_is_down(
     live.stop()
     answer, _ = await Session(harness, pipe, "ivan").type("/memory list")
     assert answer.startswith("The memory service is not reachable right now")
+
+
+async def test_paused_learning_shows_a_notice_on_the_next_turn(harness, pipe, live) -> None:  # type: ignore[no-untyped-def]
+    lea = Session(harness, pipe, "lea")
+    await lea.type("/memory pause")
+    body, metadata, user_id, assistant_id = lea.chat.inlet_request("I keep bees.")
+    await harness.inlet(lea.chat, body, metadata)
+    out = await harness.outlet(
+        lea.chat,
+        lea.chat.record_turn(
+            user_message_id=user_id, text="I keep bees.", assistant_id=assistant_id, reply="Nice!"
+        ),
+        metadata,
+    )
+    assert [e["data"]["description"] for e in out.events] == [
+        "Memory is paused: nothing new is learned from this chat (/memory resume)"
+    ]

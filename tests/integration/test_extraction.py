@@ -121,6 +121,24 @@ async def test_truncated_or_missing_json_is_retried_once_then_fails_without_part
     assert row == [("failed", True)], "a failed turn keeps its text so it can be retried"
 
 
+def test_failed_turns_reach_admins_in_the_next_turns_admin_notice(service_factory) -> None:  # type: ignore[no-untyped-def]
+    from service.flows import status as status_flow
+
+    with LLMStub(responder=lambda _: "I cannot answer in JSON, sorry.") as stub:
+        live = service_factory(LLM_BASE_URL=stub.base_url, LLM_MODEL="m")
+        live.client.post("/v1/turns", json=_turn("I'm a night-shift nurse.", "m1"))
+        assert live.wait_for_extraction()["turns_failed"] == 1
+        status_flow._failed_counts.clear()  # counted at most once a minute; not wait for it
+        answer = live.client.post(
+            "/v1/turns", json=_turn("I like tea.", "m2", chat={**CHAT, "chat_id": "other"})
+        ).json()
+    assert answer["notice"] is None
+    assert answer["admin_notice"] == (
+        "Memory (admins only): 1 turn failed extraction (`python -m service turns list`, "
+        "then `turns retry-failed`)"
+    )
+
+
 def test_repairable_json_is_repaired(service_factory) -> None:  # type: ignore[no-untyped-def]
     answer = "{'operations': [{'op': 'NEW', 'content': 'User works nights', 'bank': 'personal',},]}"
     with LLMStub(responder=lambda _: answer) as stub:
@@ -222,7 +240,10 @@ def test_without_an_llm_turns_wait_and_the_status_says_why(service: LiveService)
     assert answer == {
         "status": "queued",
         "detail": "turn saved; extraction waits until an LLM is configured",
-        "notice": "Memory: this turn is saved, but learning from it waits until an LLM is set up",
+        "notice": None,
+        "admin_notice": "Memory (admins only): turns are kept, but learning waits until the "
+        "memory service has an LLM (LLM_BASE_URL, LLM_MODEL); `python -m service doctor` "
+        "checks it",
     }
     status = service.client.get("/v1/status").json()
     assert status["turns_queued"] == 1

@@ -190,13 +190,15 @@ async def test_chat_goes_on_without_memory_when_the_service_is_down(
     assert out.body["id"] == assistant_id
 
 
-async def test_without_an_llm_the_user_is_told_why_nothing_is_learned(
-    service: LiveService,
+@pytest.mark.parametrize("role", ["user", "admin"])
+async def test_without_an_llm_only_admins_are_told_why_nothing_is_learned(
+    service: LiveService, role: str
 ) -> None:
     instance = load_filter_instance()
     instance.valves = instance.Valves(service_url=service.base_url, api_key=service.api_key)
     harness = FilterHarness(instance)
-    chat = _chat(harness, "no-llm-user")
+    chat = _chat(harness, f"no-llm-{role}")
+    chat.user["role"] = role
     body, metadata, user_id, assistant_id = chat.inlet_request("I keep bees.")
     await harness.inlet(chat, body, metadata)
     out = await harness.outlet(
@@ -206,9 +208,14 @@ async def test_without_an_llm_the_user_is_told_why_nothing_is_learned(
         ),
         metadata,
     )
-    assert [e["data"]["description"] for e in out.events] == [
-        "Memory: this turn is saved, but learning from it waits until an LLM is set up"
-    ]
+    assert [e["data"]["description"] for e in out.events] == {
+        "user": [],
+        "admin": [
+            "Memory (admins only): turns are kept, but "
+            "learning waits until the memory service has an LLM (LLM_BASE_URL, LLM_MODEL); "
+            "`python -m service doctor` checks it"
+        ],
+    }[role]
     assert service.client.get("/v1/status").json()["turns_queued"] == 1
 
 

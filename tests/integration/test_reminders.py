@@ -443,12 +443,12 @@ def test_forget_all_also_cancels_reminders(service: LiveService) -> None:
     _say(service, "ned", "remind me on Friday to call the vet", TUESDAY)
     ask = _command(service, "ned", "/memory forget all")
     assert ask.startswith(
-        "This forgets all 1 of your Personal and Interaction Patterns "
-        "memories and your 1 reminders, for good."
+        "This forgets your only Personal or Interaction Patterns memory and your 1 reminder, "
+        "for good."
     )
     code = ask.rsplit(" ", 1)[1].strip("`")
     assert _command(service, "ned", f"/memory forget all {code}") == (
-        "Forgot all 1 memories and 1 reminders. Project memories of shared folders were kept."
+        "Forgot 1 memory and 1 reminder. Project memories of shared folders were kept."
     )
     assert _reminders(service, "ned") == []
 

@@ -34,16 +34,18 @@ def test_a_healthy_setup_passes_every_check(database_url: str, state_dir: Path) 
         "OK   database",
         "OK   pgvector",
         "OK   migrations",
+        "OK   turns",
         "OK   embedding model",
         "OK   llm models",
         "OK   llm",
     ]
     assert lines[3].startswith("OK   migrations: at the newest revision (")
-    assert lines[4].startswith(
+    assert lines[4] == "OK   turns: 0 waiting, none failed"
+    assert lines[5].startswith(
         "OK   embedding model: all-MiniLM-L6-v2 (onnx), 384 dimensions, one sentence in "
     )
-    assert lines[5] == f"OK   llm models: {base_url} lists stub-model"
-    assert lines[-1] == "all 7 checks passed"
+    assert lines[6] == f"OK   llm models: {base_url} lists stub-model"
+    assert lines[-1] == "all 8 checks passed"
 
 
 def test_unreachable_parts_fail_with_a_sentence_each(state_dir: Path) -> None:
@@ -68,7 +70,11 @@ def test_unreachable_parts_fail_with_a_sentence_each(state_dir: Path) -> None:
     assert by_check["embedding model"].startswith("OK   embedding model")
     assert by_check["llm"].startswith(f"FAIL llm: {down}/v1 is unreachable")
     assert by_check["open webui"].startswith(f"FAIL open webui: {down}/health did not answer")
-    assert lines[-1] == "4 of 5 checks failed"
+    assert by_check["filter → service"] == (
+        "WARN filter → service: not checked: give --email and --password (or --token) of an "
+        "Open WebUI admin to check that the filter reaches this service with the right key"
+    )
+    assert lines[-1] == "4 of 6 checks failed"
     assert "doctor@" not in "\n".join(lines)  # no user or password of the URL is printed
 
 

@@ -30,6 +30,9 @@ class StubReply:
     json: Any = None
     raw: bytes | None = None
     delay_s: float = 0.0
+    #: the version in the X-Memory-Service header, as the real service sends it; None: a
+    #: server that is not the memory service (no header)
+    service_version: str | None = "0.1.0"
 
 
 Responder = Callable[[RecordedRequest], StubReply]
@@ -117,6 +120,8 @@ class MemoryServiceStub:
                     )
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
+                    if reply.service_version is not None:
+                        self.send_header("X-Memory-Service", reply.service_version)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)

@@ -8,12 +8,21 @@ import pytest
 
 from tests.support.emitter import EventRecorder, status
 from tests.support.filter_loader import load_filter
-from tests.support.memory_stub import MemoryServiceStub, StubReply, closed_port_url
+from tests.support.memory_stub import (
+    MemoryServiceStub,
+    StubReply,
+    closed_port_url,
+    default_responder,
+)
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000001"
 BLOCK = "<userMemories>Alice likes tea.</userMemories>"
 ALICE = {"id": "u-123", "name": "Alice", "role": "user"}
 UNAVAILABLE = "Memory unavailable — answering without it"
+MISCONFIGURED = (
+    "Memory is switched off: it is not set up correctly (please tell your admin) — "
+    "answering without it"
+)
 
 
 def _filter(module, url: str, **valves):
@@ -387,29 +396,44 @@ def _unreachable(kind: str):
         return None, closed_port_url()
     responders = {
         "server_error": lambda request: StubReply(status=500, json={"detail": "boom"}),
+        # a crash of the real service answers 500 before its header is added
+        "crash": lambda request: StubReply(
+            status=500, raw=b"Internal Server Error", service_version=None
+        ),
         "unauthorized": lambda request: StubReply(status=401, json={"detail": "Bad key."}),
         "not_json": lambda request: StubReply(raw=b"<html>oops</html>"),
         "no_block": lambda request: StubReply(json={"memories": []}),
         "block_not_text": lambda request: StubReply(json={"block": ["x"], "memories": []}),
         "memories_not_list": lambda request: StubReply(json={"block": BLOCK, "memories": 3}),
         "json_list": lambda request: StubReply(json=[BLOCK]),
+        "not_json_elsewhere": lambda request: StubReply(
+            raw=b"<html>a web page</html>", service_version=None
+        ),
+        "not_the_service": lambda request: StubReply(
+            status=404, json={"detail": "Not Found"}, service_version=None
+        ),
+        "old_service": lambda request: StubReply(
+            status=404, json={"detail": "Not Found"}, service_version="0.0.9"
+        ),
     }
     return responders[kind], None
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "closed_port",
-        "server_error",
-        "unauthorized",
-        "not_json",
-        "no_block",
-        "block_not_text",
-        "memories_not_list",
-        "json_list",
-    ],
-)
+#: failures retrying can fix (the user is told it is temporary) …
+TRANSIENT = ["closed_port", "server_error", "crash", "not_json"]
+#: … and misconfigurations only an admin can fix
+LASTING = [
+    "unauthorized",
+    "no_block",
+    "block_not_text",
+    "memories_not_list",
+    "json_list",
+    "not_the_service",
+    "old_service",
+]
+
+
+@pytest.mark.parametrize("kind", TRANSIENT + LASTING)
 async def test_fails_open_when_the_service_misbehaves(kind):
     module = load_filter()
     emitter = EventRecorder()
@@ -426,7 +450,53 @@ async def test_fails_open_when_the_service_misbehaves(kind):
     assert result is body
     assert result["messages"] == messages_before
     assert result["features"] == {"memory": False}
-    assert emitter.events == [status(UNAVAILABLE)]
+    assert emitter.events == [status(UNAVAILABLE if kind in TRANSIENT else MISCONFIGURED)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "cause"),
+    [
+        ("closed_port", "cannot reach the memory service at {url}"),
+        ("server_error", "the memory service at {url} failed (HTTP 500)"),
+        ("unauthorized", "the memory service at {url} refused the api_key valve (HTTP 401)"),
+        ("not_the_service", "{url} answered HTTP 404 but is not the memory service"),
+        ("old_service", "the memory service 0.0.9 at {url} does not understand this filter"),
+        ("no_block", "the memory service 0.1.0 at {url} answered in a shape this filter"),
+        ("not_json_elsewhere", "{url} answered, but not as the memory service does"),
+    ],
+)
+async def test_an_admin_sees_the_exact_cause_and_a_user_is_told_to_ask_the_admin(kind, cause):
+    module = load_filter()
+    responder, url = _unreachable(kind)
+    seen = {}
+    with MemoryServiceStub(responder or default_responder) as stub:
+        url = url or stub.url
+        for who in ("admin", "user"):
+            emitter = EventRecorder()
+            user = {**ALICE, "id": f"u-{who}", "role": who}
+            await _inlet(_filter(module, url), _body(), emitter=emitter, user=user)
+            seen[who] = [e["data"]["description"] for e in emitter.events]
+
+    assert len(seen["admin"]) == 1
+    if kind in TRANSIENT and kind != "not_json":
+        assert seen == {"admin": [UNAVAILABLE], "user": [UNAVAILABLE]}
+    else:
+        assert seen["admin"][0].startswith("Memory misconfigured — " + cause.format(url=url))
+        assert seen["user"] == [MISCONFIGURED]
+
+
+async def test_a_user_is_told_of_a_misconfiguration_once_a_day_not_every_turn():
+    module = load_filter()
+    responder, _ = _unreachable("unauthorized")
+    told = []
+    with MemoryServiceStub(responder) as stub:
+        memory_filter = _filter(module, stub.url)
+        for _ in range(3):
+            emitter = EventRecorder()
+            await _inlet(memory_filter, _body(), emitter=emitter)
+            told.append(len(emitter.events))
+
+    assert told == [1, 0, 0]
 
 
 async def test_a_slow_service_is_abandoned_at_the_timeout():

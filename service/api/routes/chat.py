@@ -16,8 +16,11 @@ from service.api.schemas import (
     TurnResponse,
 )
 from service.flows import commands, context, turns
+from service.flows import status as status_flow
 
 router = APIRouter(prefix="/v1", tags=["chat"])
+
+PAUSED_NOTICE = "Memory is paused: nothing new is learned from this chat (/memory resume)"
 
 
 @router.post("/context", response_model=ContextResponse)
@@ -75,9 +78,18 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
         parent_message_id=body.parent_message_id,
     )
     notice = None
-    if state == "queued" and not rt.llm.configured:
-        notice = "Memory: this turn is saved, but learning from it waits until an LLM is set up"
-    return TurnResponse(status=state, detail=detail, notice=notice)  # type: ignore[arg-type]
+    if state == "skipped" and detail == turns.PAUSED_DETAIL:
+        notice = PAUSED_NOTICE
+    waits_for_llm = state == "queued" and not rt.llm.configured
+    admin_notice = status_flow.admin_notice(
+        llm_configured=not waits_for_llm, failed=await status_flow.failed_turns(rt)
+    )
+    return TurnResponse(
+        status=state,  # type: ignore[arg-type]
+        detail=detail,
+        notice=notice,
+        admin_notice=admin_notice,
+    )
 
 
 @router.post("/commands", response_model=CommandResponse)
