@@ -394,6 +394,10 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
                 )
                 chain.append(summary.id)
         chain = list(dict.fromkeys(chain))
+        # Row locks in ascending seq, as every writer takes them (an extraction applying an
+        # answer locks its shown memories the same way): whichever commits second sees the
+        # other's change. An operation decided on one of these rows is then dropped.
+        await memories.lock_rows(session, memory_ids=chain)
         await memories.tombstone(session, memory_ids=chain, at=now)
         await audit.scrub(session, memory_ids=chain)
         # A profile written from a forgotten memory is withdrawn in the same transaction.

@@ -201,6 +201,25 @@ async def get_for_update(session: AsyncSession, *, turn_id: int) -> Turn | None:
     return _to_turn(row) if row else None
 
 
+async def lock_still_queued(session: AsyncSession, *, turn_ids: Sequence[int]) -> set[int]:
+    """Row-lock these turns until the unit of work ends (ascending id); the ids still queued.
+
+    A batch read in one transaction is written in another, after its LLM call: a turn
+    discarded meanwhile (its chat or sender deleted, forget all) or closed by another job is
+    left out, so nothing is written for it.
+    """
+    if not turn_ids:
+        return set()
+    stmt = (
+        select(TurnRow.id, TurnRow.status)
+        .where(TurnRow.id.in_(list(turn_ids)))
+        .order_by(TurnRow.id)
+        .with_for_update()
+    )
+    rows = (await session.execute(stmt)).all()
+    return {int(i) for i, status in rows if status == TurnStatus.QUEUED.value}
+
+
 async def finish(
     session: AsyncSession,
     *,
@@ -240,20 +259,24 @@ async def discard(
     user_id: str | None = None,
 ) -> int:
     """Close the queued and failed turns of deleted chats, or of one user, without extracting
-    them; their texts are erased. Waits for an extraction holding one of them to finish.
+    them; their texts are erased. Waits only for an extraction writing one of them at this
+    moment (a short transaction, never an LLM call); one whose answer comes later finds the
+    turn discarded and writes nothing.
 
     Returns:
         Turns discarded.
     """
     if not chat_ids and user_id is None:
         return 0
-    stmt = update(TurnRow).where(
-        TurnRow.status.in_([TurnStatus.QUEUED.value, TurnStatus.FAILED.value])
-    )
+    where = [TurnRow.status.in_([TurnStatus.QUEUED.value, TurnStatus.FAILED.value])]
     if chat_ids:
-        stmt = stmt.where(TurnRow.chat_id.in_(list(chat_ids)))
+        where.append(TurnRow.chat_id.in_(list(chat_ids)))
     if user_id is not None:
-        stmt = stmt.where(TurnRow.user_id == user_id)
+        where.append(TurnRow.user_id == user_id)
+    # rows locked in ascending id first, the order an extraction's write locks its batch in
+    # (`lock_still_queued`): an UPDATE alone locks in scan order and could deadlock with it
+    await session.execute(select(TurnRow.id).where(*where).order_by(TurnRow.id).with_for_update())
+    stmt = update(TurnRow).where(*where)
     result = await session.execute(
         stmt.values(
             status=TurnStatus.DISCARDED.value,

@@ -45,7 +45,11 @@ async def runtime_factory(
             ),
             encoder=encoder,
             llm=LLMClient(
-                base_url=settings.llm_base_url, model=settings.llm_model, api_key=None, timeout_s=10
+                base_url=settings.llm_base_url,
+                model=settings.llm_model,
+                api_key=None,
+                # 10 s unless a test sets LLM_TIMEOUT_S (race tests hold calls open longer)
+                timeout_s=settings.llm_timeout_s if "LLM_TIMEOUT_S" in values else 10,
             ),
             jobs=build_job_app(database_url),
         )
