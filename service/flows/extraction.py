@@ -14,6 +14,7 @@ summary may take the batch in (`service/flows/chat_summary.py`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import unicodedata
 import uuid
@@ -118,6 +119,7 @@ async def run_extraction(
                 chat_id=chat_id,
                 user_id=user_id,
                 up_to=turn_id if mode is RunMode.FLUSH else None,
+                unclaimed=True,  # a batch another job is extracting is left to it
             )
             plan = batching.plan_batches(
                 [pending_view(t) for t in waiting],
@@ -128,6 +130,7 @@ async def run_extraction(
                 break
             chosen = set(plan[0])
             batch = [t for t in waiting if t.id in chosen]
+            await turns.claim(session, turn_ids=sorted(chosen), for_s=_claim_s(rt))
         # planned and committed: the LLM call below holds no transaction, lock or connection
         result = await _extract_batch(rt, batch=batch)
         if result is _CLOSED:
@@ -179,13 +182,23 @@ async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
             return
         await turns.lock_sender(session, user_id=anchor.user_id)
         waiting = await turns.pending(
-            session, chat_id=anchor.chat_id, user_id=anchor.user_id, up_to=turn_id, lock=True
+            session,
+            chat_id=anchor.chat_id,
+            user_id=anchor.user_id,
+            up_to=turn_id,
+            lock=True,
+            unclaimed=True,  # another job is extracting those right now
         )
         for turn in waiting:
             await turns.finish(session, turn_id=turn.id, status=TurnStatus.FAILED, error=error)
         if waiting:
             observability.record_extraction("gave_up")
     await chat_summary.drop_uncovered(rt, chat_id=anchor.chat_id)
+
+
+def _claim_s(rt: Runtime) -> float:
+    """How long a planned batch stays claimed: two LLM calls (answer, repair) and a minute."""
+    return 2 * rt.settings.llm_timeout_s + 60
 
 
 def _turn_time(turn: Turn) -> datetime | None:
@@ -230,6 +243,13 @@ async def _extract_batch(rt: Runtime, *, batch: Sequence[Turn]) -> tuple[int, st
                 )
         log.warning("extraction of turns %s failed: %s", ids, exc)
         return None
+    except BaseException:
+        # the job is retried (LLM unreachable) or stopped: its retry, or another job, takes
+        # the batch at once instead of waiting for the claim to run out
+        with contextlib.suppress(Exception):
+            async with rt.db.unit_of_work() as session:
+                await turns.release_claims(session, turn_ids=ids)
+        raise
     for refusal in asked.parsed.refused:
         log.warning(
             "extraction refused %s of %s: the LLM was never shown that memory",

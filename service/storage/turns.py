@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, literal_column, select, update
+from sqlalchemy import func, literal_column, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -110,11 +110,13 @@ async def pending(
     user_id: str,
     up_to: int | None = None,
     lock: bool = False,
+    unclaimed: bool = False,
 ) -> list[Turn]:
     """One sender's queued turns in one chat, oldest first.
 
     Args:
         up_to: only turns with an id up to this one (None: all).
+        unclaimed: leave out turns another job is extracting (`claim`).
         lock: row-lock them until the unit of work ends (the batch that extracts them).
     """
     stmt = (
@@ -128,6 +130,8 @@ async def pending(
     )
     if up_to is not None:
         stmt = stmt.where(TurnRow.id <= up_to)
+    if unclaimed:
+        stmt = stmt.where(or_(TurnRow.claimed_until.is_(None), TurnRow.claimed_until <= func.now()))
     if lock:
         stmt = stmt.with_for_update()
     return [_to_turn(r) for r in (await session.execute(stmt)).scalars()]
@@ -201,6 +205,24 @@ async def get_for_update(session: AsyncSession, *, turn_id: int) -> Turn | None:
     return _to_turn(row) if row else None
 
 
+async def claim(session: AsyncSession, *, turn_ids: Sequence[int], for_s: float) -> None:
+    """Mark turns as being extracted for `for_s` seconds (database clock); see migration 0010."""
+    if turn_ids:
+        await session.execute(
+            update(TurnRow)
+            .where(TurnRow.id.in_(list(turn_ids)))
+            .values(claimed_until=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, for_s))
+        )
+
+
+async def release_claims(session: AsyncSession, *, turn_ids: Sequence[int] | None = None) -> None:
+    """Let other jobs take these turns again (None: every turn, at start-up)."""
+    stmt = update(TurnRow).where(TurnRow.claimed_until.is_not(None))
+    if turn_ids is not None:
+        stmt = stmt.where(TurnRow.id.in_(list(turn_ids)))
+    await session.execute(stmt.values(claimed_until=None))
+
+
 async def lock_still_queued(session: AsyncSession, *, turn_ids: Sequence[int]) -> set[int]:
     """Row-lock these turns until the unit of work ends (ascending id); the ids still queued.
 
@@ -248,6 +270,7 @@ async def finish(
             error=error,
             finished_at=datetime.now(UTC),
             payload=payload,
+            claimed_until=None,
         )
     )
 
