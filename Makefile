@@ -66,6 +66,7 @@ reliability: $(STAMP) ## fault, load (20 users x 30 s) and fuzz (200 cases) runs
 	rm -rf $(RELIABILITY_OUT) && mkdir -p $(RELIABILITY_OUT)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RELIABILITY_RESULTS=$(RELIABILITY_OUT) \
 		RELIABILITY_FUZZ_CASES=$(FUZZ_CASES) RELIABILITY_FUZZ_TIME_S=300 \
+		RELIABILITY_RACE_ROUNDS=50 RELIABILITY_RACE_TIME_S=900 \
 		$(BIN)/python -m pytest tests/reliability -q -rxX
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.load_test \
 		--users $(LOAD_USERS) --duration-s $(LOAD_SECONDS) --out $(RELIABILITY_OUT)/load.json

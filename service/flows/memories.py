@@ -207,6 +207,9 @@ async def edit(
     vector = np.asarray(await rt.encoder.encode_one(text)) if text is not None else None
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:
+        # locked first: an extraction applying an answer at this moment replaces or archives
+        # it either before (then it is not found) or after (then it sees the new version)
+        await memories.lock_rows(session, memory_ids=[memory_id])
         before = await memories.get(session, scope=scope, memory_id=memory_id)
         if before is None:
             raise MemoryNotFound(f"no memory {memory_id} for this user")

@@ -10,6 +10,8 @@ bigger than `make test` does (every loop is bounded by a count and a time):
 | `RELIABILITY_KILL_TURNS` | 40 | outlet calls of the kill -9 run |
 | `RELIABILITY_LOAD_USERS` | 8 | simulated users of the short load run |
 | `RELIABILITY_LOAD_S` | 8 | its duration (seconds) |
+| `RELIABILITY_RACE_ROUNDS` | 6 | race run: interleavings per pair (`make reliability`: 50) |
+| `RELIABILITY_RACE_TIME_S` | 240 | time limit of the race run (seconds) |
 | `RELIABILITY_RESULTS` | - | a folder: the runs write their figures there as JSON |
 """
 

@@ -187,7 +187,15 @@ async def _run_round(
             await asyncio.gather(task, racing())
         gate.open()
     forgotten = old if pair in ("forget", "forget_all") else ""
-    await _check_round(conn, figures, pair=pair, token=token, user=user)
+    if forgotten and moment == "before_the_call" and kind == "restate":
+        # the LLM was never shown the forgotten memory and a turn queued before the forget
+        # states it again: a new fact, counted apart (see the report), not a resurrection
+        row = await (
+            await conn.execute("SELECT count(*) FROM memories WHERE content = %s", [old + "."])
+        ).fetchone()
+        figures["restated_by_a_turn_never_shown_it"] += int(row[0]) if row else 0
+        forgotten = ""
+    await _check_round(conn, figures, pair=pair, token=token, user=user, moment=moment)
     return forgotten
 
 
@@ -203,7 +211,13 @@ async def _must_not_wait(
 
 
 async def _check_round(
-    conn: psycopg.AsyncConnection, figures: Counter[str], *, pair: str, token: str, user: str
+    conn: psycopg.AsyncConnection,
+    figures: Counter[str],
+    *,
+    pair: str,
+    token: str,
+    user: str,
+    moment: str,
 ) -> None:
     """Figures only the round knows: writes for discarded turns, lost edits."""
     row = await (
@@ -215,13 +229,14 @@ async def _check_round(
         )
     ).fetchone()
     figures["writes_for_discarded_turns"] += int(row[0]) if row else 0
-    if pair == "edit":
+    if pair == "edit" and moment in ("during_the_call", "with_the_write"):
         edited = await (
             await conn.execute(
                 "SELECT status FROM memories WHERE content = %s", [f"Edited {token}"]
             )
         ).fetchall()
-        # an edit that was applied is never overwritten by an answer decided before it
+        # an edit made while the answer was decided is never overwritten by that answer
+        # (before the call the LLM sees the edited version and may rightly change it)
         figures["lost_edits"] += sum(1 for (status,) in edited if status != "active")
 
 
@@ -258,6 +273,7 @@ async def test_random_interleavings_never_resurrect_double_or_strand(
         "moments": {m: figures[f"moment:{m}"] for m in MOMENTS},
         "answers": {a: figures[f"answer:{a}"] for a in ANSWERS},
         "edits_applied": figures["edits_applied"],
+        "restated_by_a_turn_never_shown_it": figures["restated_by_a_turn_never_shown_it"],
     }
     record_figures("extraction_races", result)
     assert min(done.values()) >= min(rounds, 3), f"too few rounds ran in {budget_s} s: {done}"
