@@ -18,6 +18,7 @@ import pytest
 
 from service import observability
 from service.embeddings.encoder import Encoder
+from service.errors import MemoryNotFound
 from service.flows import context as context_flow
 from service.flows import memories as memory_flow
 from service.flows.extraction import RunMode, run_extraction
@@ -471,3 +472,40 @@ async def test_a_delete_of_an_unknown_memory_is_refused_with_a_trace(
     assert [r.getMessage() for r in caplog.records if "never shown" in r.getMessage()] == [
         "extraction refused DELETE of m3: the LLM was never shown that memory"
     ]
+
+
+async def test_an_edit_landing_while_an_answer_replaces_the_memory_is_refused_not_half_applied(
+    rt: Runtime, database_url: str, db_conn: psycopg.AsyncConnection
+) -> None:
+    """Found by the random race run: an extraction's write transaction supersedes the memory
+    while an edit of it is under way. The edit waits for the row, then finds it replaced and
+    answers not found; it never rewrites a superseded row."""
+    paris = await seed(rt, user_id="u1", content=PARIS)
+    async with await psycopg.AsyncConnection.connect(database_url) as writer:
+        await writer.execute("SELECT 1 FROM memories WHERE id = %s FOR UPDATE", [paris.id])
+        edit = asyncio.ensure_future(
+            memory_flow.edit_for_user(
+                rt,
+                user_id="u1",
+                memory_id=paris.id,
+                content="User lives in Lyon",
+                bank=None,
+                tags=None,
+            )
+        )
+
+        async def edit_waits() -> bool:
+            row = await (
+                await db_conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            ).fetchone()
+            return edit.done() or bool(row and row[0])
+
+        await wait_until(edit_waits, timeout_s=30, what="the edit to wait for the row")
+        await writer.execute(
+            "UPDATE memories SET status = 'superseded', version = version + 1 WHERE id = %s",
+            [paris.id],
+        )
+        await writer.commit()
+    with pytest.raises(MemoryNotFound):
+        await edit
+    assert await memory_rows(db_conn) == [("u1", PARIS, "superseded", 2)]
