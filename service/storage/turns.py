@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, literal_column, or_, select, update
+from sqlalchemy import ColumnElement, func, literal_column, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -291,7 +291,9 @@ async def discard(
     """
     if not chat_ids and user_id is None:
         return 0
-    where = [TurnRow.status.in_([TurnStatus.QUEUED.value, TurnStatus.FAILED.value])]
+    where: list[ColumnElement[bool]] = [
+        TurnRow.status.in_([TurnStatus.QUEUED.value, TurnStatus.FAILED.value])
+    ]
     if chat_ids:
         where.append(TurnRow.chat_id.in_(list(chat_ids)))
     if user_id is not None:
