@@ -18,11 +18,12 @@ import pytest
 
 from service import observability
 from service.embeddings.encoder import Encoder
-from service.errors import MemoryNotFound
+from service.errors import LLMUnavailable, MemoryNotFound
 from service.flows import context as context_flow
 from service.flows import memories as memory_flow
 from service.flows.extraction import RunMode, run_extraction
 from service.flows.runtime import Runtime
+from service.flows.turns import requeue_waiting_turns
 from tests.support.extraction_replies import (
     by_message,
     chat_summary_answer,
@@ -242,14 +243,17 @@ async def test_chat_deletion_does_not_wait_for_an_extraction_held_in_its_llm_cal
     assert _dropped("turn_closed") - dropped == 1
 
 
-async def test_chat_deletion_does_not_wait_for_a_rolling_summary_held_in_its_llm_call(
+@pytest.mark.parametrize("racing", ["chat_deletion", "forget_of_the_fact"])
+async def test_a_rolling_summary_held_in_its_llm_call_delays_no_forget_and_is_dropped(
     database_url: str,
     encoder: Encoder,
     tmp_path: Path,
     db_conn: psycopg.AsyncConnection,
+    racing: str,
 ) -> None:
-    """The rolling summary's LLM call holds no lock either: a deletion during it is not
-    delayed, and no summary is written for the gone chat."""
+    """The rolling summary's LLM call holds no lock either: deleting the chat or forgetting
+    the fact its message gave is not delayed, and the summary (which would repeat the
+    message) is not written."""
     summary_gate = LLMGate(
         lambda r: (
             chat_summary_answer(r)
@@ -277,14 +281,22 @@ async def test_chat_deletion_does_not_wait_for_a_rolling_summary_held_in_its_llm
             summary_gate.close()
             extraction = asyncio.create_task(run_extraction(rt, turn_id=turn, mode=RunMode.FLUSH))
             await summary_gate.wait_arrived(2)  # the extraction, then the summary (held)
-            await _finishes_while_held(
-                memory_flow.forget_chat(rt, chat_ids=["c1"], actor="openwebui"), extraction
-            )
+            if racing == "chat_deletion":
+                operation = memory_flow.forget_chat(rt, chat_ids=["c1"], actor="openwebui")
+            else:
+                cursor = await db_conn.execute("SELECT id FROM memories")
+                (fact,) = await cursor.fetchone() or (None,)
+                operation = memory_flow.forget_for_user(rt, user_id="u1", memory_id=fact)
+            await _finishes_while_held(operation, extraction)
             summary_gate.open()
             await extraction
             await rt.jobs.close_async()
-    # the Personal fact stays (a chat's deletion forgets its Chat Memory only); no summary
-    assert await memory_rows(db_conn) == [("u1", "User plays the cello", "active", 1)]
+    if racing == "chat_deletion":
+        # the Personal fact stays (a chat's deletion forgets its Chat Memory only)
+        assert await memory_rows(db_conn) == [("u1", "User plays the cello", "active", 1)]
+    else:
+        assert await memory_rows(db_conn) == [("u1", "", "deleted", 2)]
+        assert not [t for t in await event_texts(db_conn) if "cello" in t]
     cursor = await db_conn.execute("SELECT count(*) FROM chat_summaries")
     assert await cursor.fetchone() == (0,)
 
@@ -509,3 +521,45 @@ async def test_an_edit_landing_while_an_answer_replaces_the_memory_is_refused_no
     with pytest.raises(MemoryNotFound):
         await edit
     assert await memory_rows(db_conn) == [("u1", PARIS, "superseded", 2)]
+
+
+# --- claims: a batch is claimed, never locked, and never stranded by its claim --------------
+
+
+async def test_a_job_whose_llm_call_fails_releases_its_claim_and_the_retry_extracts_at_once(
+    rt: Runtime, gate: LLMGate, db_conn: psycopg.AsyncConnection
+) -> None:
+    def down(_: dict[str, Any]) -> str:
+        raise ConnectionError("the LLM is down")
+
+    gate.responder = down
+    turn = await queue_turn(
+        rt, context=chat("u1", "c1"), message="I play the cello.", message_id="t1"
+    )
+    with pytest.raises(LLMUnavailable):
+        await run_extraction(rt, turn_id=turn, mode=RunMode.FLUSH)
+    cursor = await db_conn.execute("SELECT status, claimed_until FROM turns")
+    assert await cursor.fetchall() == [("queued", None)]
+    gate.responder = by_message({"cello": [new_op("User plays the cello")]})
+    outcome = await run_extraction(rt, turn_id=turn, mode=RunMode.FLUSH)
+    assert (outcome.status, outcome.written) == ("done", 1)
+    assert await turn_rows(db_conn) == [("done", 1)]
+
+
+async def test_claims_left_by_a_killed_worker_are_cleared_when_the_service_starts(
+    rt: Runtime, gate: LLMGate, db_conn: psycopg.AsyncConnection
+) -> None:
+    """A worker killed during the LLM call leaves its batch claimed; at start-up the claims
+    go, so the re-queued job extracts the turn instead of waiting for the claim to run out."""
+    gate.responder = by_message({"cello": [new_op("User plays the cello")]})
+    turn = await queue_turn(
+        rt, context=chat("u1", "c1"), message="I play the cello.", message_id="t1"
+    )
+    await db_conn.execute("UPDATE turns SET claimed_until = now() + interval '1 hour'")
+    skipped = await run_extraction(rt, turn_id=turn, mode=RunMode.FLUSH)
+    assert skipped.status == "already_done"  # claimed: left to its (dead) claimer
+    assert await requeue_waiting_turns(rt) == 1
+    cursor = await db_conn.execute("SELECT claimed_until FROM turns")
+    assert await cursor.fetchall() == [(None,)]
+    outcome = await run_extraction(rt, turn_id=turn, mode=RunMode.FLUSH)
+    assert (outcome.status, outcome.written) == ("done", 1)
