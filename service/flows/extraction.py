@@ -79,13 +79,19 @@ class ExtractionOutcome:
 
 
 async def run_extraction(
-    rt: Runtime, *, turn_id: int, mode: RunMode = RunMode.FLUSH
+    rt: Runtime, *, turn_id: int, mode: RunMode = RunMode.FLUSH, ignore_claims: bool = False
 ) -> ExtractionOutcome:
     """Extract the waiting turns of `turn_id`'s chat and sender that `mode` selects.
 
-    Every batch runs in its own unit of work; then the chat's rolling summary may take the
-    extracted turns in. The whole chat counts as quiet (summary finished for now) when a
+    Each batch is planned (and claimed), asked and written in short units of work, none
+    open during the LLM call (module docstring); then the chat's rolling summary may take
+    the extracted turns in. The whole chat counts as quiet (summary finished for now) when a
     QUIET job finds nobody wrote in the chat since its turn.
+
+    Args:
+        ignore_claims: take claimed turns too. A retried job passes it: its first attempt
+            may have left its claims behind (the database went away before they could be
+            released), and no one else would take those turns before the claims ran out.
 
     Raises:
         LLMUnavailable: the LLM could not answer (the job is retried with backoff).
@@ -119,7 +125,7 @@ async def run_extraction(
                 chat_id=chat_id,
                 user_id=user_id,
                 up_to=turn_id if mode is RunMode.FLUSH else None,
-                unclaimed=True,  # a batch another job is extracting is left to it
+                unclaimed=not ignore_claims,  # a batch another job is extracting is its own
             )
             plan = batching.plan_batches(
                 [pending_view(t) for t in waiting],
@@ -187,7 +193,6 @@ async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
             user_id=anchor.user_id,
             up_to=turn_id,
             lock=True,
-            unclaimed=True,  # another job is extracting those right now
         )
         for turn in waiting:
             await turns.finish(session, turn_id=turn.id, status=TurnStatus.FAILED, error=error)

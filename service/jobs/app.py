@@ -45,7 +45,10 @@ def build_job_app(conninfo: str, *, max_attempts: int = 5) -> procrastinate.App:
         rt: Runtime = context.additional_context["runtime"]
         attempts = context.job.attempts if context.job else 0
         try:
-            outcome = await extraction.run_extraction(rt, turn_id=turn_id, mode=mode)
+            # a retry takes claimed turns too: the failed attempt may have left its claims
+            outcome = await extraction.run_extraction(
+                rt, turn_id=turn_id, mode=mode, ignore_claims=attempts > 0
+            )
         except Exception as exc:
             if attempts + 1 >= max_attempts:
                 await extraction.mark_turn_failed(rt, turn_id=turn_id, error=str(exc))

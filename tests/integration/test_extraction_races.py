@@ -563,3 +563,18 @@ async def test_claims_left_by_a_killed_worker_are_cleared_when_the_service_start
     assert await cursor.fetchall() == [(None,)]
     outcome = await run_extraction(rt, turn_id=turn, mode=RunMode.FLUSH)
     assert (outcome.status, outcome.written) == ("done", 1)
+
+
+async def test_a_retried_job_takes_the_turns_its_failed_attempt_left_claimed(
+    rt: Runtime, gate: LLMGate, db_conn: psycopg.AsyncConnection
+) -> None:
+    """The database went away before the failed attempt could release its claim: the retry
+    (procrastinate's next attempt) extracts the turn instead of leaving it to the claim."""
+    gate.responder = by_message({"cello": [new_op("User plays the cello")]})
+    turn = await queue_turn(
+        rt, context=chat("u1", "c1"), message="I play the cello.", message_id="t1"
+    )
+    await db_conn.execute("UPDATE turns SET claimed_until = now() + interval '1 hour'")
+    outcome = await run_extraction(rt, turn_id=turn, mode=RunMode.FLUSH, ignore_claims=True)
+    assert (outcome.status, outcome.written) == ("done", 1)
+    assert await turn_rows(db_conn) == [("done", 1)]
