@@ -80,6 +80,18 @@ def summarize(folder: Path) -> str:
             ),
         ),
         (
+            "extraction_races",
+            lambda f: (
+                f"Races with an extraction held in its LLM call (seed {f['seed']}, "
+                f"{f['interleavings']} interleavings: {f['interleavings_per_pair']}): "
+                f"{f['resurrected']} resurrected memories, {f['double_successors']} double "
+                f"successors, {f['stuck_turns']} stuck turns, "
+                f"{f['writes_for_discarded_turns']} writes for discarded turns, "
+                f"{f['lost_edits']} lost edits, {f['waited_for_the_llm']} operations that "
+                f"waited for the LLM."
+            ),
+        ),
+        (
             "embedding_model_change",
             lambda f: (
                 f"Embedding model changed: {f['re_embedded']} memories re-embedded in the "

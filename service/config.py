@@ -168,7 +168,7 @@ class Settings(BaseSettings):
         default=400,
         alias="MEMORY_BUDGET_TOKENS",
         ge=0,
-        le=limits.MAX_FACT_CHARS,
+        le=8_000,  # as the API's budget_tokens (api/schemas.py)
         description="Default token budget of the injected memories (the filter valve wins).",
     )
     max_injected: int = Field(

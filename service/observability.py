@@ -8,6 +8,11 @@ Metrics (text format at `GET /metrics`, bearer key required like every `/v1` cal
 - `extraction_outcomes_total{outcome}`: `written`, `nothing_new`, `already_done`,
   `invalid_output`, `gave_up`
 - `extraction_parse_failures_total`: turns whose LLM answer stayed invalid after the repair
+- `extraction_dropped_operations_total{reason}`: operations of an LLM answer not applied:
+  `unknown_target` (an UPDATE or DELETE of a memory the LLM was not shown), `target_changed`
+  (its memory was forgotten, edited or replaced while the LLM answered), `turn_closed` (its
+  turn was discarded or extracted by another job meanwhile), `restated` (a DELETE of a fact
+  the same batch states again), `forgotten_content` (the text of a memory forgotten meanwhile)
 - `turns{status}` (gauge): ledger rows per status (`queued`, `done`, `failed`)
 - `job_queue_depth{queue, status}` (gauge): jobs waiting (`todo`), running (`doing`) or due
   later (`scheduled`, e.g. the quiet checks of recent turns)
@@ -62,6 +67,7 @@ __all__ = [
     "configure_logging",
     "read_state",
     "record_ann_fallbacks",
+    "record_dropped_operations",
     "record_extraction",
     "record_inlet_timeout",
     "render",
@@ -74,6 +80,9 @@ INLET_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.
 
 EXTRACTION_OUTCOMES = ("written", "nothing_new", "already_done", "invalid_output", "gave_up")
 """The only values of the `outcome` label."""
+
+DROP_REASONS = ("unknown_target", "target_changed", "turn_closed", "restated", "forgotten_content")
+"""The only values of the `reason` label of dropped operations."""
 
 # no `*_created` series: a scrape shows values, not start times (unannotated in prometheus_client)
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -107,6 +116,14 @@ PARSE_FAILURES = Counter(
     "Turns whose LLM answer was not valid operations JSON even after the repair retry.",
     registry=None,
 )
+DROPPED_OPERATIONS = Counter(
+    "extraction_dropped_operations",
+    "Operations of an LLM extraction answer that were not applied, by reason.",
+    ["reason"],
+    registry=None,
+)
+for _reason in DROP_REASONS:
+    DROPPED_OPERATIONS.labels(reason=_reason)
 for _outcome in EXTRACTION_OUTCOMES:  # every outcome is exported from the start, at 0
     EXTRACTIONS.labels(outcome=_outcome)
 
@@ -117,6 +134,7 @@ _SHARED: tuple[Collector, ...] = (
     EXTRACTIONS,
     PARSE_FAILURES,
     ANN_FALLBACKS,
+    DROPPED_OPERATIONS,
 )
 
 
@@ -130,6 +148,15 @@ def record_extraction(outcome: str) -> None:
     EXTRACTIONS.labels(outcome=outcome).inc()
     if outcome == "invalid_output":
         PARSE_FAILURES.inc()
+
+
+def record_dropped_operations(reason: str, count: int = 1) -> None:
+    """Count `count` operations of an extraction answer not applied; `reason` is one of
+    `DROP_REASONS`."""
+    if reason not in DROP_REASONS:
+        raise ValueError(f"unknown reason {reason!r}")
+    if count > 0:
+        DROPPED_OPERATIONS.labels(reason=reason).inc(count)
 
 
 def record_inlet_timeout() -> None:

@@ -160,6 +160,22 @@ REPAIR_PROMPT = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An UPDATE or DELETE the LLM aimed at a memory it was not shown (refused, not guessed)."""
+
+    op: OpKind  #: UPDATE or DELETE
+    ref: str | None  #: the ref it named (None: it named none)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedAnswer:
+    """The operations kept from one answer, and the ones refused for an unknown target."""
+
+    operations: list[Operation]
+    refused: list[Refusal]
+
+
 def parse_operations(
     data: Any,
     *,
@@ -167,11 +183,26 @@ def parse_operations(
     allowed_banks: Sequence[Bank],
     message_refs: Collection[str] = (),
 ) -> list[Operation]:
+    """The operations of `parse_answer` (refusals left out)."""
+    return parse_answer(
+        data, refs=refs, allowed_banks=allowed_banks, message_refs=message_refs
+    ).operations
+
+
+def parse_answer(
+    data: Any,
+    *,
+    refs: Mapping[str, Memory],
+    allowed_banks: Sequence[Bank],
+    message_refs: Collection[str] = (),
+) -> ParsedAnswer:
     """Validate the LLM's decoded answer into operations.
 
-    Individual operations that are malformed, reference a memory that was not shown, or
-    target a bank this chat may not write are dropped; the rest are kept. A `message` that
-    names no new message of the batch becomes None (the caller attributes it to the last).
+    Individual operations that are malformed or target a bank this chat may not write are
+    dropped; the rest are kept. An UPDATE or DELETE whose ref names no shown memory is
+    refused (listed in `refused`): changing a memory the LLM never saw, or turning such an
+    UPDATE into a new fact, would act on a guess. A `message` that names no new message of
+    the batch becomes None (the caller attributes it to the last).
 
     Args:
         data: the decoded JSON (dict expected; a bare list of operations is accepted).
@@ -191,11 +222,14 @@ def parse_operations(
     if not isinstance(items, list):
         raise ExtractionOutputInvalid("the answer has no 'operations' list")
     operations: list[Operation] = []
+    refused: list[Refusal] = []
     for item in items:
         op = _parse_one(item, refs=refs, allowed_banks=allowed_banks, message_refs=message_refs)
-        if op is not None:
+        if isinstance(op, Refusal):
+            refused.append(op)
+        elif op is not None:
             operations.append(op)
-    return operations
+    return ParsedAnswer(operations, refused)
 
 
 def _parse_one(
@@ -204,7 +238,7 @@ def _parse_one(
     refs: Mapping[str, Memory],
     allowed_banks: Sequence[Bank],
     message_refs: Collection[str],
-) -> Operation | None:
+) -> Operation | Refusal | None:
     if not isinstance(item, dict) or not allowed_banks:
         return None
     raw_op = str(item.get("op", item.get("operation", "NEW"))).strip().upper()
@@ -220,9 +254,7 @@ def _parse_one(
     content = item.get("content", item.get("text", item.get("memory", "")))
     content = unicodedata.normalize("NFC", str(content)).strip() if content else ""
     if op in (OpKind.UPDATE, OpKind.DELETE) and (ref is None or ref not in refs):
-        if op is OpKind.DELETE or not content:
-            return None
-        op, ref = OpKind.NEW, None  # an update of an unknown memory is a new fact
+        return Refusal(op, ref)
     if op in (OpKind.NEW, OpKind.UPDATE) and not content:
         return None
     bank = _parse_bank(item.get("bank", item.get("memory_bank")), allowed_banks)

@@ -19,7 +19,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.config import Settings
 from service.core import chat_summary as policy
 from service.core import safety
-from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, WriteScope
+from service.core.records import (
+    Bank,
+    Memory,
+    OwnerKind,
+    ReadScope,
+    Scope,
+    SourceKind,
+    Status,
+    WriteScope,
+)
 from service.errors import ChatSummaryInvalid
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
@@ -52,8 +61,14 @@ def _chat_scope(chat_id: str) -> ReadScope:
 async def update(rt: Runtime, *, chat_id: str, chat_quiet: bool) -> str:
     """Take the chat's uncovered turns into its summary when `decide_fold` says so.
 
+    No lock or transaction is held while the LLM writes: the turns are read in one short
+    transaction and the version is written in another, only if nothing changed meanwhile
+    (the same turns still uncovered, the same summary version current). A chat deleted or
+    a fact forgotten during the call erased those texts, so the answer is dropped.
+
     Returns:
-        "folded", "waiting", "dropped", "invalid" or "nothing" (no uncovered turns).
+        "folded", "waiting", "dropped", "invalid", "changed" (dropped: the chat changed
+        during the call) or "nothing" (no uncovered turns).
 
     Raises:
         LLMUnavailable: the LLM could not answer (the job is retried; texts stay).
@@ -81,16 +96,42 @@ async def update(rt: Runtime, *, chat_id: str, chat_quiet: bool) -> str:
             previous = await memories.get(
                 session, scope=_chat_scope(chat_id), memory_id=state.memory_id
             )
-        try:
-            text = await _ask_for_summary(rt, previous=previous, uncovered=uncovered)
-        except ChatSummaryInvalid as exc:
-            log.warning("rolling summary of chat %s not updated: %s", chat_id, exc)
-            await turns.erase_texts(session, turn_ids=[t.id for t in uncovered])
-            return "invalid"
+    ids = [t.id for t in uncovered]
+    try:
+        text = await _ask_for_summary(rt, previous=previous, uncovered=uncovered)
+    except ChatSummaryInvalid as exc:
+        log.warning("rolling summary of chat %s not updated: %s", chat_id, exc)
+        async with rt.db.unit_of_work() as session:
+            await chat_summaries.lock_chat(session, chat_id=chat_id)
+            await turns.erase_texts(session, turn_ids=ids)
+        return "invalid"
+    async with rt.db.unit_of_work() as session:
+        await chat_summaries.lock_chat(session, chat_id=chat_id)
+        now_uncovered = {t.id for t in await turns.uncovered(session, chat_id=chat_id)}
+        now_state = await chat_summaries.get(session, chat_id=chat_id)
+        current = None
+        if previous is not None:
+            states = await memories.lock_rows(session, memory_ids=[previous.id])
+            current = states.get(previous.id)
+        unchanged = (
+            set(ids) <= now_uncovered
+            and (now_state.memory_id if now_state else None) == (state.memory_id if state else None)
+            and (
+                previous is None
+                or (
+                    current is not None
+                    and current.status is Status.ACTIVE
+                    and current.version == previous.version
+                )
+            )
+        )
+        if not unchanged:
+            log.info("chat %s changed while its summary was written; version dropped", chat_id)
+            return "changed"
         await _write_version(
             rt, session, chat_id=chat_id, text=text, previous=previous, uncovered=uncovered
         )
-        await turns.erase_texts(session, turn_ids=[t.id for t in uncovered])
+        await turns.erase_texts(session, turn_ids=ids)
     return "folded"
 
 
@@ -236,7 +277,13 @@ async def _write_version(
         after=audit.snapshot(new),
     )
     if previous is not None:
-        await memories.supersede(session, memory_id=previous.id, successor_id=new.id, at=at)
+        await memories.supersede(
+            session,
+            memory_id=previous.id,
+            successor_id=new.id,
+            at=at,
+            expected_version=previous.version,
+        )
         await audit.record(
             session,
             memory_id=previous.id,

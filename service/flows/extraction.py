@@ -1,18 +1,24 @@
 """Extraction jobs: a batch of turns → one LLM call → memories, once per turn (DESIGN §5).
 
 A job is anchored on one turn and works on the waiting turns of that turn's chat and sender
-(`service/core/batching.py` decides which are due). Each batch is extracted in one unit of
-work: its turns are row-locked and marked done in the same transaction as the memories they
-produced, so a retried or duplicated job never extracts twice and a crash leaves nothing
-partial. Afterwards the chat's rolling summary may take the batch in
-(`service/flows/chat_summary.py`).
+(`service/core/batching.py` decides which are due). No database resource is held while the
+LLM answers (DESIGN §5.6): a short transaction plans the batch and another reads the
+memories shown to the LLM; after the answer, one short write transaction row-locks the
+batch's turns and the shown memories, applies each operation only if its memory is still as
+it was shown (active, same version) and its turn still waits, and marks the turns done with
+the memories they produced. So a forget, an edit, a chat deletion or another job landing
+during the call wins: what it changed is never overwritten, a retried or duplicated job
+never extracts twice, and a crash leaves nothing partial. Afterwards the chat's rolling
+summary may take the batch in (`service/flows/chat_summary.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import unicodedata
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,10 +34,11 @@ from service.core.extraction import (
     REPAIR_PROMPT,
     Operation,
     OpKind,
+    ParsedAnswer,
     TurnText,
     build_messages,
     message_ref,
-    parse_operations,
+    parse_answer,
 )
 from service.core.records import (
     Bank,
@@ -74,13 +81,19 @@ class ExtractionOutcome:
 
 
 async def run_extraction(
-    rt: Runtime, *, turn_id: int, mode: RunMode = RunMode.FLUSH
+    rt: Runtime, *, turn_id: int, mode: RunMode = RunMode.FLUSH, ignore_claims: bool = False
 ) -> ExtractionOutcome:
     """Extract the waiting turns of `turn_id`'s chat and sender that `mode` selects.
 
-    Every batch runs in its own unit of work; then the chat's rolling summary may take the
-    extracted turns in. The whole chat counts as quiet (summary finished for now) when a
+    Each batch is planned (and claimed), asked and written in short units of work, none
+    open during the LLM call (module docstring); then the chat's rolling summary may take
+    the extracted turns in. The whole chat counts as quiet (summary finished for now) when a
     QUIET job finds nobody wrote in the chat since its turn.
+
+    Args:
+        ignore_claims: take claimed turns too. A retried job passes it: its first attempt
+            may have left its claims behind (the database went away before they could be
+            released), and no one else would take those turns before the claims ran out.
 
     Raises:
         LLMUnavailable: the LLM could not answer (the job is retried with backoff).
@@ -113,8 +126,8 @@ async def run_extraction(
                 session,
                 chat_id=chat_id,
                 user_id=user_id,
-                lock=True,
                 up_to=turn_id if mode is RunMode.FLUSH else None,
+                unclaimed=not ignore_claims,  # a batch another job is extracting is its own
             )
             plan = batching.plan_batches(
                 [pending_view(t) for t in waiting],
@@ -125,13 +138,18 @@ async def run_extraction(
                 break
             chosen = set(plan[0])
             batch = [t for t in waiting if t.id in chosen]
-            result = await _extract_batch(rt, session, batch=batch)
+            await turns.claim(session, turn_ids=sorted(chosen), for_s=_claim_s(rt))
+        # planned and committed: the LLM call below holds no transaction, lock or connection
+        result = await _extract_batch(rt, batch=batch)
+        if result is _CLOSED:
+            continue  # discarded or extracted by another job meanwhile: its turns are closed
         batches += 1
         extracted += len(batch)
         if result is None:
             failed += len(batch)
             observability.record_extraction("invalid_output")
             continue
+        assert isinstance(result, tuple)
         batch_written, folder_id = result
         written += batch_written
         observability.record_extraction("written" if batch_written else "nothing_new")
@@ -172,7 +190,11 @@ async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
             return
         await turns.lock_sender(session, user_id=anchor.user_id)
         waiting = await turns.pending(
-            session, chat_id=anchor.chat_id, user_id=anchor.user_id, up_to=turn_id, lock=True
+            session,
+            chat_id=anchor.chat_id,
+            user_id=anchor.user_id,
+            up_to=turn_id,
+            lock=True,
         )
         for turn in waiting:
             await turns.finish(session, turn_id=turn.id, status=TurnStatus.FAILED, error=error)
@@ -181,18 +203,27 @@ async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
     await chat_summary.drop_uncovered(rt, chat_id=anchor.chat_id)
 
 
+def _claim_s(rt: Runtime) -> float:
+    """How long a planned batch stays claimed: two LLM calls (answer, repair) and a minute."""
+    return 2 * rt.settings.llm_timeout_s + 60
+
+
 def _turn_time(turn: Turn) -> datetime | None:
     occurred = turn.payload.get("occurred_at")
     return datetime.fromisoformat(occurred) if occurred else None
 
 
-async def _extract_batch(
-    rt: Runtime, session: AsyncSession, *, batch: Sequence[Turn]
-) -> tuple[int, str | None] | None:
-    """Extract one batch and close its turns; None when the LLM's answer stayed invalid.
+_CLOSED = object()
+"""`_extract_batch`: every turn of the batch was closed by someone else during the call."""
+
+
+async def _extract_batch(rt: Runtime, *, batch: Sequence[Turn]) -> tuple[int, str | None] | object:
+    """Extract one batch and close its turns that still wait.
 
     Returns:
-        (memories written, the chat's folder id) on success.
+        (memories written, the chat's folder id) on success; None when the LLM's answer
+        stayed invalid; `_CLOSED` when no turn of the batch waited any more when the answer
+        came (its chat or sender was deleted, forget all, or another job extracted it).
     """
     # one chat context per batch (core.batching), so the first turn's rules are every turn's
     chat = chat_from_json(batch[0].payload["chat"])
@@ -208,29 +239,60 @@ async def _extract_batch(
                 occurred_at=_turn_time(turn),
             )
         )
+    ids = [t.id for t in batch]
     try:
-        per_turn = await _extract(
+        asked = await _ask(rt, chat=chat, scope=scope, batch=texts)
+    except ExtractionOutputInvalid as exc:
+        async with rt.db.unit_of_work() as session:
+            for turn_id in sorted(await turns.lock_still_queued(session, turn_ids=ids)):
+                await turns.finish(
+                    session, turn_id=turn_id, status=TurnStatus.FAILED, error=str(exc)
+                )
+        log.warning("extraction of turns %s failed: %s", ids, exc)
+        return None
+    except BaseException:
+        # the job is retried (LLM unreachable) or stopped: its retry, or another job, takes
+        # the batch at once instead of waiting for the claim to run out
+        with contextlib.suppress(Exception):
+            async with rt.db.unit_of_work() as session:
+                await turns.release_claims(session, turn_ids=ids)
+        raise
+    for refusal in asked.parsed.refused:
+        log.warning(
+            "extraction refused %s of %s: the LLM was never shown that memory",
+            refusal.op.value,
+            refusal.ref or "no memory",
+        )
+    observability.record_dropped_operations("unknown_target", len(asked.parsed.refused))
+    keep = chat_summary.keeps_texts(rt.settings, scope)
+    async with rt.db.unit_of_work() as session:
+        # lock order of every writer: advisory lock, turn rows, memory rows (by seq)
+        await turns.lock_sender(session, user_id=batch[0].user_id)
+        still_queued = await turns.lock_still_queued(session, turn_ids=ids)
+        if not still_queued:
+            log.info("turns %s were closed while the LLM answered; answer dropped", ids)
+            observability.record_dropped_operations("turn_closed", len(asked.parsed.operations))
+            return _CLOSED
+        states = await memories.lock_rows(session, memory_ids=[m.id for m in asked.refs.values()])
+        per_turn = await _apply_answer(
             rt,
             session,
+            asked=asked,
             chat=chat,
             scope=scope,
-            batch=texts,
+            states=states,
+            open_turns=[t.id in still_queued for t in batch],
             message_ids=[t.user_message_id for t in batch],
         )
-    except ExtractionOutputInvalid as exc:
-        for turn in batch:
-            await turns.finish(session, turn_id=turn.id, status=TurnStatus.FAILED, error=str(exc))
-        log.warning("extraction of turns %s failed: %s", [t.id for t in batch], exc)
-        return None
-    keep = chat_summary.keeps_texts(rt.settings, scope)
-    for turn, count in zip(batch, per_turn, strict=True):
-        await turns.finish(
-            session,
-            turn_id=turn.id,
-            status=TurnStatus.DONE,
-            memories_written=count,
-            keep_texts=keep,
-        )
+        for turn, count in zip(batch, per_turn, strict=True):
+            if turn.id in still_queued:
+                await turns.finish(
+                    session,
+                    turn_id=turn.id,
+                    status=TurnStatus.DONE,
+                    memories_written=count,
+                    keep_texts=keep,
+                )
     return sum(per_turn), chat.folder_id
 
 
@@ -246,23 +308,34 @@ def _interleave(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candid
     return merged[:limit]
 
 
-async def _extract(
-    rt: Runtime,
-    session: AsyncSession,
-    *,
-    chat: ChatContext,
-    scope: WriteScope,
-    batch: Sequence[TurnText],
-    message_ids: Sequence[str],
-) -> list[int]:
-    """One LLM call for the batch; returns the memories written per turn."""
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """An LLM answer and what it was decided on."""
+
+    parsed: ParsedAnswer  #: the operations kept and the ones refused
+    refs: dict[str, Memory]  #: short ref → the memory as it was shown (status, version)
+    times: list[datetime]  #: when each message of the batch was written
+    message_refs: list[str]  #: "u1", "u2", … of the batch's messages
+    texts: list[str]  #: the user messages of the batch (whose-fact checks)
+
+
+async def _ask(
+    rt: Runtime, *, chat: ChatContext, scope: WriteScope, batch: Sequence[TurnText]
+) -> _Asked:
+    """The batch's nearest memories (one short read transaction), then one LLM call with
+    no database resource held.
+
+    Raises:
+        ExtractionOutputInvalid: the answer stayed invalid after the repair retry.
+    """
     allowed = [b for b in Bank if scope.scope_for(b)]
     limit = rt.settings.extraction_neighbours
     vectors = await rt.encoder.encode([t.user_message for t in batch])
-    found = [
-        await memories.search(session, scope=scope.as_read_scope(), query_vector=v, limit=limit)
-        for v in vectors
-    ]
+    async with rt.db.unit_of_work() as session:
+        found = [
+            await memories.search(session, scope=scope.as_read_scope(), query_vector=v, limit=limit)
+            for v in vectors
+        ]
     shown = _interleave(found, limit)
     refs = {f"m{i + 1}": c.memory for i, c in enumerate(shown)}
     fallback = datetime.now(UTC)
@@ -281,16 +354,43 @@ async def _extract(
         neighbours=list(refs.items()),
         allowed_banks=allowed,
     )
-    operations = await _ask_for_operations(
+    parsed = await _ask_for_operations(
         rt, messages, refs=refs, allowed=allowed, message_refs=message_refs
     )
-    operations = await _drop_restated_deletes(rt, operations, refs=refs)
-    written = [0] * len(batch)
-    for op in operations:
-        index = message_refs.index(op.message) if op.message else len(batch) - 1
-        refused = identity.refusal(
-            op.content, user_name=chat.user_name, message=batch[index].user_message
-        )
+    kept = await _drop_restated_deletes(rt, parsed.operations, refs=refs)
+    parsed = dataclasses.replace(parsed, operations=kept)
+    return _Asked(parsed, refs, times, message_refs, [t.user_message for t in batch])
+
+
+async def _apply_answer(
+    rt: Runtime,
+    session: AsyncSession,
+    *,
+    asked: _Asked,
+    chat: ChatContext,
+    scope: WriteScope,
+    states: dict[uuid.UUID, memories.RowState],
+    open_turns: Sequence[bool],
+    message_ids: Sequence[str],
+) -> list[int]:
+    """Apply the answer's operations (inside the write transaction); memories written per
+    turn.
+
+    DELETEs come last, so a fact the batch states again (a NEW found to be that memory) is
+    known before its DELETE is looked at (`_apply`). Operations of turns closed meanwhile
+    are dropped.
+    """
+    batch_size = len(message_ids)
+    written = [0] * batch_size
+    gone = _Gone(rt, [m for m in asked.refs.values() if _forgotten(m, states)])
+    restated: dict[uuid.UUID, int] = {}
+    ordered = sorted(asked.parsed.operations, key=lambda op: op.op is OpKind.DELETE)
+    for op in ordered:
+        index = asked.message_refs.index(op.message) if op.message else batch_size - 1
+        if not open_turns[index]:
+            observability.record_dropped_operations("turn_closed")
+            continue
+        refused = identity.refusal(op.content, user_name=chat.user_name, message=asked.texts[index])
         if refused is not None and op.op is not OpKind.DELETE:
             log.info("extraction proposed a fact that is not the user's (%s); not stored", refused)
             continue
@@ -300,9 +400,10 @@ async def _extract(
             op=op,
             chat=chat,
             scope=scope,
-            refs=refs,
-            now=times[index],
+            refs=asked.refs,
+            now=asked.times[index],
             message_id=message_ids[index],
+            guard=_Guard(states, restated, index, gone),
         )
     return written
 
@@ -310,7 +411,8 @@ async def _extract(
 async def _drop_restated_deletes(
     rt: Runtime, operations: list[Operation], *, refs: dict[str, Memory]
 ) -> list[Operation]:
-    """The answer without DELETEs of memories that its own NEW or UPDATE texts restate."""
+    """The answer without DELETEs of memories that its own NEW or UPDATE texts restate (no
+    database resource is held: this runs between the LLM call and the write transaction)."""
     deletes = [
         (op.ref, refs[op.ref].content)
         for op in operations
@@ -333,7 +435,71 @@ async def _drop_restated_deletes(
     )
     if dropped:
         log.info("dropped DELETE of %s: the same answer states the fact again", sorted(dropped))
+        observability.record_dropped_operations("restated", len(dropped))
     return [op for op in operations if not (op.op is OpKind.DELETE and op.ref in dropped)]
+
+
+def _forgotten(memory: Memory, states: dict[uuid.UUID, memories.RowState]) -> bool:
+    state = states.get(memory.id)
+    return state is None or state.status is Status.DELETED
+
+
+def _as_shown(memory: Memory, states: dict[uuid.UUID, memories.RowState]) -> bool:
+    """Is the memory still in the state the LLM was shown (active, same version)?"""
+    state = states.get(memory.id)
+    return state is not None and state.status is Status.ACTIVE and state.version == memory.version
+
+
+class _Gone:
+    """Shown memories forgotten while the LLM answered: their text is not written again."""
+
+    def __init__(self, rt: Runtime, forgotten: list[Memory]) -> None:
+        self._rt = rt
+        self._forgotten = forgotten
+        self._vectors: np.ndarray | None = None
+
+    async def repeats(self, content: str, vector: np.ndarray) -> bool:
+        """Does `content` restate one of them (the dedup thresholds)?"""
+        if not self._forgotten:
+            return False
+        if self._vectors is None:
+            # rare (a forget landed during the call), so embedded only then
+            self._vectors = np.asarray(
+                await self._rt.encoder.encode([m.content for m in self._forgotten])
+            )
+        pairs = [
+            (m, float(np.dot(vector, v)))
+            for m, v in zip(self._forgotten, self._vectors, strict=True)
+        ]
+        found = dedup.find_duplicate(
+            content,
+            pairs,
+            text_threshold=self._rt.settings.dedup_text_ratio,
+            cosine_threshold=self._rt.settings.dedup_cosine,
+        )
+        return found is not None
+
+
+@dataclass(frozen=True, slots=True)
+class _Guard:
+    """What `_apply` checks an operation against (DESIGN §5.6)."""
+
+    states: dict[uuid.UUID, memories.RowState]  #: locked rows of the shown memories, now
+    restated: dict[uuid.UUID, int]  #: memory → latest message of the batch restating it
+    index: int  #: the operation's message in the batch
+    gone: _Gone  #: shown memories forgotten meanwhile
+
+    def changed(self, target: Memory) -> bool:
+        """True (and logged, counted) when `target` is no longer as it was shown."""
+        if _as_shown(target, self.states):
+            return False
+        log.info("memory %s changed while the LLM answered; its operation dropped", target.id)
+        observability.record_dropped_operations("target_changed")
+        return True
+
+    def applied(self, target: Memory, status: Status) -> None:
+        """Our own change of `target`: a later operation on it sees it changed."""
+        self.states[target.id] = memories.RowState(status, target.version + 1)
 
 
 async def _ask_for_operations(
@@ -343,12 +509,12 @@ async def _ask_for_operations(
     refs: dict[str, Memory],
     allowed: list[Bank],
     message_refs: Sequence[str],
-) -> list[Operation]:
+) -> ParsedAnswer:
     """One LLM call, and one repair retry when the answer is not valid (DESIGN §5.3)."""
     answer = await rt.llm.complete(messages, json_answer=True)
     try:
         return _within_limits(
-            parse_operations(
+            parse_answer(
                 decode_json_answer(answer),
                 refs=refs,
                 allowed_banks=allowed,
@@ -364,15 +530,15 @@ async def _ask_for_operations(
     ]
     answer = await rt.llm.complete(retry, json_answer=True)
     return _within_limits(
-        parse_operations(
+        parse_answer(
             decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
         )
     )
 
 
-def _within_limits(operations: list[Operation]) -> list[Operation]:
+def _within_limits(parsed: ParsedAnswer) -> ParsedAnswer:
     """The operations within `core.limits`; the LLM's excess is dropped and logged."""
-    capped = limits.cap_operations(operations)
+    capped = limits.cap_operations(parsed.operations)
     if capped.too_long or capped.past_cap:
         log.warning(
             "extraction answer: dropped %s operations over %s characters and %s operations "
@@ -382,7 +548,7 @@ def _within_limits(operations: list[Operation]) -> list[Operation]:
             capped.past_cap,
             limits.MAX_OPERATIONS,
         )
-    return capped.kept
+    return dataclasses.replace(parsed, operations=capped.kept)
 
 
 async def _apply(
@@ -395,15 +561,36 @@ async def _apply(
     refs: dict[str, Memory],
     now: datetime,
     message_id: str,
+    guard: _Guard,
 ) -> int:
-    """Apply one operation; returns 1 when a memory was written."""
+    """Apply one operation if its memory is still as shown; returns 1 when a memory was
+    written.
+
+    A DELETE of a memory the batch states again in the same or a later message is dropped
+    (the user just said it holds); a NEW or UPDATE restating a shown memory forgotten during
+    the call is dropped (forget wins).
+    """
     cell = scope.scope_for(op.bank)
     if cell is None:
         return 0
     actor = "extraction"
     if op.op is OpKind.DELETE:
         archived = refs[op.ref or ""]
-        await memories.set_status(session, memory_id=archived.id, status=Status.ARCHIVED, at=now)
+        if guard.changed(archived):
+            return 0
+        if guard.restated.get(archived.id, -1) >= guard.index:
+            log.info("DELETE of %s dropped: the same batch states it again", archived.id)
+            observability.record_dropped_operations("restated")
+            return 0
+        if not await memories.set_status(
+            session,
+            memory_id=archived.id,
+            status=Status.ARCHIVED,
+            at=now,
+            expected_version=archived.version,
+        ):
+            return 0
+        guard.applied(archived, Status.ARCHIVED)
         await audit.record(
             session,
             memory_id=archived.id,
@@ -418,8 +605,14 @@ async def _apply(
     if not content or safety.looks_like_instruction(content) or _mostly_redacted(content):
         log.info("extraction proposed an instruction-like or secret-only fact; not stored")
         return 0
-    vector = await rt.encoder.encode_one(content)
     target = refs.get(op.ref or "") if op.op is OpKind.UPDATE else None
+    if target is not None and guard.changed(target):
+        return 0
+    vector = await rt.encoder.encode_one(content)
+    if await guard.gone.repeats(content, np.asarray(vector)):
+        log.info("extraction restated a memory forgotten meanwhile; not stored")
+        observability.record_dropped_operations("forgotten_content")
+        return 0
     neighbours = await memories.search(
         session, scope=scope.as_read_scope(), query_vector=vector, limit=5
     )
@@ -432,11 +625,11 @@ async def _apply(
     )
     if duplicate is not None:
         # Said again: the fact is more certain now (case 11: one row, higher confidence).
+        guard.restated[duplicate.id] = max(guard.restated.get(duplicate.id, -1), guard.index)
         raised = dedup.confirmed_confidence(duplicate.confidence)
-        if raised > duplicate.confidence:
-            await memories.set_confidence(
-                session, memory_id=duplicate.id, confidence=raised, at=now
-            )
+        if raised > duplicate.confidence and await memories.set_confidence(
+            session, memory_id=duplicate.id, confidence=raised, at=now
+        ):
             await audit.record(
                 session,
                 memory_id=duplicate.id,
@@ -475,7 +668,15 @@ async def _apply(
         after=audit.snapshot(new),
     )
     if target is not None:
-        await memories.supersede(session, memory_id=target.id, successor_id=new.id, at=now)
+        # the row is locked and was checked above: this cannot miss
+        await memories.supersede(
+            session,
+            memory_id=target.id,
+            successor_id=new.id,
+            at=now,
+            expected_version=target.version,
+        )
+        guard.applied(target, Status.SUPERSEDED)
         await audit.record(
             session,
             memory_id=target.id,

@@ -213,6 +213,9 @@ async def edit(
     vector = np.asarray(await rt.encoder.encode_one(text)) if text is not None else None
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:
+        # locked first: an extraction applying an answer at this moment replaces or archives
+        # it either before (then it is not found) or after (then it sees the new version)
+        await memories.lock_rows(session, memory_ids=[memory_id])
         before = await memories.get(session, scope=scope, memory_id=memory_id)
         if before is None:
             raise MemoryNotFound(f"no memory {memory_id} for this user")
@@ -400,6 +403,10 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
                 )
                 chain.append(summary.id)
         chain = list(dict.fromkeys(chain))
+        # Row locks in ascending seq, as every writer takes them (an extraction applying an
+        # answer locks its shown memories the same way): whichever commits second sees the
+        # other's change. An operation decided on one of these rows is then dropped.
+        await memories.lock_rows(session, memory_ids=chain)
         await memories.tombstone(session, memory_ids=chain, at=now)
         await audit.scrub(session, memory_ids=chain)
         # A profile written from a forgotten memory is withdrawn in the same transaction.

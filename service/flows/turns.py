@@ -259,6 +259,8 @@ async def requeue_waiting_turns(rt: Runtime) -> int:
         The number of (chat, sender) pairs with waiting turns.
     """
     async with rt.db.unit_of_work() as session:
+        # no job runs yet: claims left by a killed worker would only delay its turns
+        await turns.release_claims(session)
         waiting = await turns.waiting(session)
     for turn_id, user_id in waiting:
         await defer_quiet_check(rt, turn_id=turn_id, user_id=user_id)

@@ -84,7 +84,10 @@ def build_job_app(
         rt: Runtime = context.additional_context["runtime"]
         attempts = context.job.attempts if context.job else 0
         try:
-            outcome = await extraction.run_extraction(rt, turn_id=turn_id, mode=mode)
+            # a retry takes claimed turns too: the failed attempt may have left its claims
+            outcome = await extraction.run_extraction(
+                rt, turn_id=turn_id, mode=mode, ignore_claims=attempts > 0
+            )
         except Exception as exc:
             if not policy.tries_again(outage=isinstance(exc, _OUTAGE), attempts=attempts):
                 await extraction.mark_turn_failed(rt, turn_id=turn_id, error=str(exc))

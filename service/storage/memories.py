@@ -800,12 +800,24 @@ async def count_active(session: AsyncSession, *, scope: ReadScope) -> int:
 
 
 async def supersede(
-    session: AsyncSession, *, memory_id: uuid.UUID, successor_id: uuid.UUID, at: datetime
-) -> None:
-    """Mark a memory as replaced by `successor_id` (kept as history, never injected)."""
-    await session.execute(
+    session: AsyncSession,
+    *,
+    memory_id: uuid.UUID,
+    successor_id: uuid.UUID,
+    at: datetime,
+    expected_version: int | None = None,
+) -> bool:
+    """Mark an active memory as replaced by `successor_id` (kept as history, never injected).
+
+    Only an active row changes, and with `expected_version` only that version of it: a
+    memory forgotten, archived, superseded or edited meanwhile stays as it is (DESIGN §5.6).
+
+    Returns:
+        True when the row changed.
+    """
+    result = await session.execute(
         update(MemoryRow)
-        .where(MemoryRow.id == memory_id)
+        .where(_unchanged(memory_id, expected_version))
         .values(
             status=Status.SUPERSEDED.value,
             superseded_by=successor_id,
@@ -813,28 +825,94 @@ async def supersede(
             version=MemoryRow.version + 1,
         )
     )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def set_confidence(
     session: AsyncSession, *, memory_id: uuid.UUID, confidence: float, at: datetime
-) -> None:
-    """Change a memory's confidence (a repeated statement confirms it)."""
-    await session.execute(
+) -> bool:
+    """Change an active memory's confidence (a repeated statement confirms it).
+
+    Returns:
+        True when the row changed (False: it is no longer active, e.g. forgotten).
+    """
+    result = await session.execute(
         update(MemoryRow)
-        .where(MemoryRow.id == memory_id)
+        .where(_unchanged(memory_id, None))
         .values(confidence=confidence, updated_at=at, version=MemoryRow.version + 1)
     )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def set_status(
-    session: AsyncSession, *, memory_id: uuid.UUID, status: Status, at: datetime
-) -> None:
-    """Change a memory's status (archive, restore)."""
-    await session.execute(
+    session: AsyncSession,
+    *,
+    memory_id: uuid.UUID,
+    status: Status,
+    at: datetime,
+    expected_version: int | None = None,
+) -> bool:
+    """Change a memory's status (archive, restore); a forgotten one never changes again.
+
+    Args:
+        expected_version: change the row only while it is active at this version (an
+            operation decided on what was shown, DESIGN §5.6); None = any live status.
+
+    Returns:
+        True when the row changed.
+    """
+    where = (
+        _unchanged(memory_id, expected_version)
+        if expected_version is not None
+        else and_(MemoryRow.id == memory_id, MemoryRow.status != Status.DELETED.value)
+    )
+    result = await session.execute(
         update(MemoryRow)
-        .where(MemoryRow.id == memory_id)
+        .where(where)
         .values(status=status.value, updated_at=at, version=MemoryRow.version + 1)
     )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def _unchanged(memory_id: uuid.UUID, version: int | None) -> ColumnElement[bool]:
+    """The row `memory_id` while active (and at `version`, when given)."""
+    where = and_(MemoryRow.id == memory_id, MemoryRow.status == Status.ACTIVE.value)
+    return and_(where, MemoryRow.version == version) if version is not None else where
+
+
+@dataclass(frozen=True, slots=True)
+class RowState:
+    """Where a memory row stands: what an operation decided earlier is checked against."""
+
+    status: Status  #: current status
+    version: int  #: current version (every change bumps it)
+
+
+async def lock_rows(
+    session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, RowState]:
+    """Row-lock memories until the transaction ends, in ascending `seq`, and read their state.
+
+    Every writer that changes memories decided earlier (extraction after its LLM call,
+    forget) locks them through here, so they always take row locks in the same order and
+    never deadlock one another; the locks are only ever held by short write transactions.
+
+    Returns:
+        memory id → state, for the ids that exist.
+    """
+    ids = list(dict.fromkeys(memory_ids))
+    if not ids:
+        return {}
+    stmt = (
+        select(MemoryRow.id, MemoryRow.status, MemoryRow.version)
+        .where(MemoryRow.id.in_(ids))
+        .order_by(MemoryRow.seq)
+        .with_for_update()
+    )
+    return {
+        row.id: RowState(_STATUSES.get(row.status) or Status(row.status), int(row.version))
+        for row in (await session.execute(stmt)).all()
+    }
 
 
 async def update_fields(

@@ -137,6 +137,8 @@ class TurnRow(Base):
     message_hash: Mapped[str | None] = mapped_column(String(64))
     #: estimated tokens of the user message and reply, with the batching safety margin
     estimated_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    #: a job is extracting this turn until then (migration 0010); NULL or past = unclaimed
+    claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         UniqueConstraint("chat_id", "user_message_id"),

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, literal_column, select, update
+from sqlalchemy import ColumnElement, func, literal_column, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -110,11 +110,13 @@ async def pending(
     user_id: str,
     up_to: int | None = None,
     lock: bool = False,
+    unclaimed: bool = False,
 ) -> list[Turn]:
     """One sender's queued turns in one chat, oldest first.
 
     Args:
         up_to: only turns with an id up to this one (None: all).
+        unclaimed: leave out turns another job is extracting (`claim`).
         lock: row-lock them until the unit of work ends (the batch that extracts them).
     """
     stmt = (
@@ -128,6 +130,8 @@ async def pending(
     )
     if up_to is not None:
         stmt = stmt.where(TurnRow.id <= up_to)
+    if unclaimed:
+        stmt = stmt.where(or_(TurnRow.claimed_until.is_(None), TurnRow.claimed_until <= func.now()))
     if lock:
         stmt = stmt.with_for_update()
     return [_to_turn(r) for r in (await session.execute(stmt)).scalars()]
@@ -201,6 +205,43 @@ async def get_for_update(session: AsyncSession, *, turn_id: int) -> Turn | None:
     return _to_turn(row) if row else None
 
 
+async def claim(session: AsyncSession, *, turn_ids: Sequence[int], for_s: float) -> None:
+    """Mark turns as being extracted for `for_s` seconds (database clock); see migration 0010."""
+    if turn_ids:
+        await session.execute(
+            update(TurnRow)
+            .where(TurnRow.id.in_(list(turn_ids)))
+            .values(claimed_until=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, for_s))
+        )
+
+
+async def release_claims(session: AsyncSession, *, turn_ids: Sequence[int] | None = None) -> None:
+    """Let other jobs take these turns again (None: every turn, at start-up)."""
+    stmt = update(TurnRow).where(TurnRow.claimed_until.is_not(None))
+    if turn_ids is not None:
+        stmt = stmt.where(TurnRow.id.in_(list(turn_ids)))
+    await session.execute(stmt.values(claimed_until=None))
+
+
+async def lock_still_queued(session: AsyncSession, *, turn_ids: Sequence[int]) -> set[int]:
+    """Row-lock these turns until the unit of work ends (ascending id); the ids still queued.
+
+    A batch read in one transaction is written in another, after its LLM call: a turn
+    discarded meanwhile (its chat or sender deleted, forget all) or closed by another job is
+    left out, so nothing is written for it.
+    """
+    if not turn_ids:
+        return set()
+    stmt = (
+        select(TurnRow.id, TurnRow.status)
+        .where(TurnRow.id.in_(list(turn_ids)))
+        .order_by(TurnRow.id)
+        .with_for_update()
+    )
+    rows = (await session.execute(stmt)).all()
+    return {int(i) for i, status in rows if status == TurnStatus.QUEUED.value}
+
+
 async def finish(
     session: AsyncSession,
     *,
@@ -229,6 +270,7 @@ async def finish(
             error=error,
             finished_at=datetime.now(UTC),
             payload=payload,
+            claimed_until=None,
         )
     )
 
@@ -240,20 +282,26 @@ async def discard(
     user_id: str | None = None,
 ) -> int:
     """Close the queued and failed turns of deleted chats, or of one user, without extracting
-    them; their texts are erased. Waits for an extraction holding one of them to finish.
+    them; their texts are erased. Waits only for an extraction writing one of them at this
+    moment (a short transaction, never an LLM call); one whose answer comes later finds the
+    turn discarded and writes nothing.
 
     Returns:
         Turns discarded.
     """
     if not chat_ids and user_id is None:
         return 0
-    stmt = update(TurnRow).where(
+    where: list[ColumnElement[bool]] = [
         TurnRow.status.in_([TurnStatus.QUEUED.value, TurnStatus.FAILED.value])
-    )
+    ]
     if chat_ids:
-        stmt = stmt.where(TurnRow.chat_id.in_(list(chat_ids)))
+        where.append(TurnRow.chat_id.in_(list(chat_ids)))
     if user_id is not None:
-        stmt = stmt.where(TurnRow.user_id == user_id)
+        where.append(TurnRow.user_id == user_id)
+    # rows locked in ascending id first, the order an extraction's write locks its batch in
+    # (`lock_still_queued`): an UPDATE alone locks in scan order and could deadlock with it
+    await session.execute(select(TurnRow.id).where(*where).order_by(TurnRow.id).with_for_update())
+    stmt = update(TurnRow).where(*where)
     result = await session.execute(
         stmt.values(
             status=TurnStatus.DISCARDED.value,

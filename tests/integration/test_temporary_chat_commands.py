@@ -56,7 +56,7 @@ def test_add_edit_assign_and_forget_all_work_in_a_temporary_chat(service: LiveSe
     done = _command(service, f"/memory forget all {code.group(1)}")
 
     assert _contents(service) == []
-    assert done == "Forgot all 1 memories. Project memories of shared folders were kept."
+    assert done == "Forgot 1 memory. Project memories of shared folders were kept."
 
 
 def test_the_banks_of_a_temporary_chat_say_commands_change_them_and_nothing_is_learned(

@@ -35,6 +35,7 @@ def test_metrics_need_the_key_and_name_every_series(live: LiveService) -> None:
         "inlet_timeouts_total",
         "extraction_outcomes_total",
         "extraction_parse_failures_total",
+        "extraction_dropped_operations_total",
         "turns",
         "job_queue_depth",
         "memories_without_vector",

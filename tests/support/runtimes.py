@@ -33,6 +33,8 @@ async def runtime_factory(
         values = {
             "DATABASE_URL": database_url,
             "MEMORY_STATE_DIR": str(state_dir),
+            # 10 s unless a test sets it (race tests hold calls open longer)
+            "LLM_TIMEOUT_S": "10",
             **{k: str(v) for k, v in (defaults | env).items()},
         }
         rt = bootstrap.build_runtime(

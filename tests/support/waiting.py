@@ -4,6 +4,7 @@ or background task does. A busy machine makes a poll slower, never wrong."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -53,22 +54,25 @@ def wait_until(
 
 
 async def wait_until_async(
-    condition: Callable[[], Awaitable[T]],
+    condition: Callable[[], Awaitable[T] | T],
     *,
     what: str,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     interval_s: float = POLL_INTERVAL_S,
 ) -> T:
-    """`wait_until` for a coroutine condition, sleeping on the event loop between looks.
+    """`wait_until` on the event loop: `condition` may be a coroutine function or a plain
+    one; the loop runs between looks.
 
     Raises:
         TimeoutError: after `timeout_s` seconds, naming `what` and the last value seen.
     """
     deadline = time.monotonic() + timeout_s
     while True:
-        value = await condition()
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
-            return value
+            return value  # type: ignore[return-value]
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"gave up after {timeout_s:g} s waiting for {what} (last: {value!r})"

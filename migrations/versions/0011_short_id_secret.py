@@ -4,8 +4,8 @@ The row itself is written by the service on first use (service/storage/installat
 a key from Python's `secrets`; a template database cloned for tests or copied between
 installations holds no key of its own until then.
 
-Revision ID: 0010_short_id_secret
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0010_short_id_secret"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
