@@ -18,6 +18,7 @@ from service.embeddings.encoder import Encoder
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app
 from service.llm.client import LLMClient
+from service.storage import memories, migrate
 from service.storage.db import Database, libpq_url, start_embedded
 
 
@@ -63,6 +64,15 @@ async def database_url(settings: Settings) -> AsyncIterator[str]:
         server.cleanup()
 
 
+def server_settings(settings: Settings) -> dict[str, str]:
+    """PostgreSQL settings every pooled connection starts with (storage.db.create_engine).
+
+    hnsw.ef_search is the value the read path's HNSW scans use, so they need no SET.
+    """
+    ef_search = memories.hnsw_ef_search(settings.ann_ef_search, settings.candidate_limit)
+    return {"hnsw.ef_search": str(ef_search)}
+
+
 def build_runtime(
     settings: Settings, *, url: str, encoder: Encoder, pool_size: int | None = None
 ) -> Runtime:
@@ -76,7 +86,7 @@ def build_runtime(
     pool: dict[str, Any] = {} if pool_size is None else {"pool_size": pool_size}
     return Runtime(
         settings=settings,
-        db=Database.connect(url, server_settings=settings.server_settings(), **pool),
+        db=Database.connect(url, server_settings=server_settings(settings), **pool),
         encoder=encoder,
         llm=build_llm(settings),
         jobs=build_job_app(libpq_url(url), max_attempts=settings.extraction_max_attempts),
@@ -87,6 +97,11 @@ async def close_runtime(rt: Runtime) -> None:
     """Close what `build_runtime` opened (the encoder stays with whoever built it)."""
     await rt.llm.aclose()
     await rt.db.dispose()
+
+
+async def migrate_database(url: str) -> None:
+    """Apply every migration not yet applied to the database at `url` (in a thread)."""
+    await asyncio.to_thread(migrate.upgrade, url)
 
 
 @contextlib.asynccontextmanager

@@ -10,8 +10,16 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.core.reminders import CONTEXT_SIMILARITY
 from service.errors import ConfigurationError
+
+CONTEXT_SIMILARITY = 0.7
+"""MEMORY_REMINDER_SIMILARITY's default: a context reminder fires when a message's similarity
+to its cue is at least this (seeds/003 "when semantic similarity to a cue exceeds 0.7";
+issue #7). Similarity is the project's
+1 - cosine_distance / 2 (the scale of DESIGN §6's 0.7, i.e. cosine ≥ 0.4): with
+all-MiniLM-L6-v2, "What should I plant in my garden this spring?" is at cosine 0.52 to the cue
+"the garden", unrelated chat below 0.35; a cosine of 0.7 is reached only by near-paraphrases
+("Let's talk about the garden", 0.83)."""
 
 
 class Settings(BaseSettings):
@@ -285,15 +293,6 @@ class Settings(BaseSettings):
     def llm_configured(self) -> bool:
         """True when extraction has an endpoint and a model."""
         return bool(self.llm_base_url and self.llm_model)
-
-    def server_settings(self) -> dict[str, str]:
-        """PostgreSQL settings every pooled connection starts with (storage.db.create_engine).
-
-        hnsw.ef_search is the value the read path's HNSW scans use, so they need no SET.
-        """
-        from service.storage.memories import hnsw_ef_search
-
-        return {"hnsw.ef_search": str(hnsw_ef_search(self.ann_ef_search, self.candidate_limit))}
 
     def bearer_key(self) -> str:
         """The API key: from the environment, else generated once into the state dir."""

@@ -20,7 +20,6 @@ from service.jobs import owner_indexes as owner_index_jobs
 from service.jobs import reembed as reembed_jobs
 from service.jobs import supervision
 from service.jobs.app import run_workers
-from service.storage import migrate
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         observability.configure_logging(settings.log_format)
         async with bootstrap.database_url(settings) as url:
-            await asyncio.to_thread(migrate.upgrade, url)
+            await bootstrap.migrate_database(url)
             async with (
                 bootstrap.open_runtime(settings, url=url, encoder=encoder) as runtime,
                 runtime.jobs.open_async(),

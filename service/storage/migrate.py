@@ -34,6 +34,13 @@ def downgrade(url: str, revision: str) -> None:
     command.downgrade(alembic_config(url), revision)
 
 
+def head_revision() -> str | None:
+    """The newest migration's revision id (None when there are no migrations)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
 def is_at_head(url: str) -> bool:
     """True when the database's revision is the newest migration."""
     config = alembic_config(url)

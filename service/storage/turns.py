@@ -11,23 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import func, literal_column, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.core.records import TurnStatus as TurnStatus  # re-exported for callers
 from service.storage.tables import TurnRow
-
-
-class TurnStatus(StrEnum):
-    """Where a turn is in the write path."""
-
-    QUEUED = "queued"  #: accepted, waiting for extraction
-    DONE = "done"  #: extracted; the texts are erased from the payload
-    FAILED = "failed"  #: extraction gave up; visible in /v1/status
-    DISCARDED = "discarded"  #: never extracted: its chat or sender was deleted, or forget all
 
 
 @dataclass(frozen=True, slots=True)
