@@ -8,7 +8,7 @@ TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install run test test-unit replay bench clean lint typecheck
+.PHONY: install run test test-unit replay bench clean lint typecheck wheel-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ run: $(STAMP) ## serve the API on 127.0.0.1 with embedded PostgreSQL and in-proc
 test: $(STAMP) ## the whole test suite
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest
 
-LINT_PATHS := service filter tests bench migrations
+LINT_PATHS := service filter tests bench migrations setup.py
 
 lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
 	$(BIN)/ruff check $(LINT_PATHS)
@@ -33,6 +33,9 @@ lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
 
 typecheck: $(STAMP) ## mypy --strict over service/ and the three filter files (config in pyproject.toml)
 	$(BIN)/mypy
+
+wheel-check: $(STAMP) ## build the wheel, install it into a fresh venv, run migrate, serve (/readyz), openwebui install --help
+	PYTHON=$(BIN)/python bash .ci/wheel_check
 
 test-unit: $(STAMP) ## pure tests only (no database, network or model)
 	$(BIN)/python -m pytest tests/unit

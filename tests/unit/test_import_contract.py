@@ -16,8 +16,9 @@ from pathlib import Path
 
 SERVICE = Path(__file__).resolve().parents[2] / "service"
 
-BASE = {"errors", "__init__"}
-"""What every layer may import: the exception hierarchy and the package itself (version)."""
+BASE = {"errors", "__init__", "resources"}
+"""What every layer may import: the exception hierarchy, the package itself (version) and
+the lookup of its bundled folders."""
 
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
@@ -49,6 +50,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "__main__": {"cli"},
     "__init__": set(),
+    "resources": set(),
 }
 """Layer → the other layers of service/ it may import (besides BASE)."""
 
