@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
@@ -428,9 +427,3 @@ class Settings(BaseSettings):
         description="text (for people) or json (one JSON object per line, for log shippers); "
         "keys, tokens and codes are scrubbed from both.",
     )
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """Settings from the environment, built once per process."""
-    return Settings()

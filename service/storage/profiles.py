@@ -88,9 +88,3 @@ async def withdraw_using(session: AsyncSession, *, memory_ids: Sequence[uuid.UUI
         .returning(ProfileRow.user_id)
     )
     return sorted(set((await session.execute(stmt)).scalars()))
-
-
-async def exists_any(session: AsyncSession, *, user_id: str) -> bool:
-    """True when the user has a profile of any view."""
-    stmt = select(ProfileRow.user_id).where(ProfileRow.user_id == user_id).limit(1)
-    return (await session.execute(stmt)).scalar() is not None

@@ -184,14 +184,6 @@ async def lock_sender(session: AsyncSession, *, user_id: str) -> None:
     )
 
 
-async def get_for_update(session: AsyncSession, *, turn_id: int) -> Turn | None:
-    """The turn, row-locked until the unit of work ends (one extraction at a time)."""
-    row = (
-        await session.execute(select(TurnRow).where(TurnRow.id == turn_id).with_for_update())
-    ).scalar()
-    return _to_turn(row) if row else None
-
-
 async def finish(
     session: AsyncSession,
     *,
