@@ -9,7 +9,7 @@ TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck eval
+.PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck eval wheel-check
 
 # The service alone: no torch (scripts/install.sh says why).
 $(RUN_STAMP): pyproject.toml scripts/install.sh
@@ -34,7 +34,7 @@ test: $(STAMP) ## the whole test suite (installs Debian's pgbouncer for the pool
 	bash scripts/ensure-pgbouncer.sh
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest
 
-LINT_PATHS := service filter tests bench migrations
+LINT_PATHS := service filter tests bench migrations setup.py
 
 lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
 	$(BIN)/ruff check $(LINT_PATHS)
@@ -42,6 +42,9 @@ lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
 
 typecheck: $(STAMP) ## mypy --strict over service/ and the three filter files (config in pyproject.toml)
 	$(BIN)/mypy
+
+wheel-check: $(STAMP) ## build the wheel, install it into a fresh venv, run migrate, serve (/readyz), openwebui install --help
+	PYTHON=$(BIN)/python bash .ci/wheel_check
 
 test-unit: $(STAMP) ## pure tests only (no database, network or model)
 	$(BIN)/python -m pytest tests/unit

@@ -16,9 +16,9 @@ from service.config import Settings
 from service.embeddings.encoder import Encoder
 from service.flows.ids import install_short_id_key
 from service.flows.runtime import Runtime
-from service.jobs.app import build_job_app
+from service.jobs.app import build_job_app, retry_policy_of
 from service.llm.client import LLMClient
-from service.storage import migrate
+from service.storage import memories, migrate
 from service.storage.db import Database, libpq_url, start_embedded
 
 
@@ -64,6 +64,15 @@ async def database_url(settings: Settings) -> AsyncIterator[str]:
         server.cleanup()
 
 
+def server_settings(settings: Settings) -> dict[str, str]:
+    """PostgreSQL settings every pooled connection starts with (storage.db.create_engine).
+
+    hnsw.ef_search is the value the read path's HNSW scans use, so they need no SET.
+    """
+    ef_search = memories.hnsw_ef_search(settings.ann_ef_search, settings.candidate_limit)
+    return {"hnsw.ef_search": str(ef_search)}
+
+
 def build_runtime(
     settings: Settings, *, url: str, encoder: Encoder, pool_size: int | None = None
 ) -> Runtime:
@@ -85,13 +94,13 @@ def build_runtime(
         db=Database.connect(
             url,
             pool_size=settings.db_pool_size if pool_size is None else pool_size,
-            server_settings={} if pooled else settings.server_settings(),
+            server_settings={} if pooled else server_settings(settings),
         ),
         encoder=encoder,
         llm=build_llm(settings),
         jobs=build_job_app(
             libpq_url(url),
-            retry_policy=settings.retry_policy(),
+            retry_policy=retry_policy_of(settings),
             pool_size=settings.jobs_pool_size,
             pooled=pooled,
         ),
@@ -109,6 +118,11 @@ async def close_runtime(rt: Runtime) -> None:
     """Close what `build_runtime` opened (the encoder stays with whoever built it)."""
     await rt.llm.aclose()
     await rt.db.dispose()
+
+
+async def migrate_database(url: str) -> None:
+    """Apply every migration not yet applied to the database at `url` (in a thread)."""
+    await asyncio.to_thread(migrate.upgrade, url)
 
 
 @contextlib.asynccontextmanager
@@ -147,7 +161,7 @@ async def open_service(
         DatabaseUnavailable, ConfigurationError: the database or the model cannot be had.
     """
     async with database_url(settings) as url:
-        await asyncio.to_thread(migrate.upgrade, direct_url(settings, url))
+        await migrate_database(direct_url(settings, url))
         async with (
             open_runtime(settings, url=url, encoder=encoder) as runtime,
             runtime.jobs.open_async(),

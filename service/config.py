@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.core import limits
-from service.core.reminders import CONTEXT_SIMILARITY
-from service.core.retries import RetryPolicy
 from service.errors import ConfigurationError
+
+CONTEXT_SIMILARITY = 0.7
+"""MEMORY_REMINDER_SIMILARITY's default: a context reminder fires when a message's similarity
+to its cue is at least this (seeds/003 "when semantic similarity to a cue exceeds 0.7";
+issue #7). Similarity is the project's
+1 - cosine_distance / 2 (the scale of DESIGN §6's 0.7, i.e. cosine ≥ 0.4): with
+all-MiniLM-L6-v2, "What should I plant in my garden this spring?" is at cosine 0.52 to the cue
+"the garden", unrelated chat below 0.35; a cosine of 0.7 is reached only by near-paraphrases
+("Let's talk about the garden", 0.83)."""
 
 
 class Settings(BaseSettings):
@@ -328,7 +333,7 @@ class Settings(BaseSettings):
         default=600,
         alias="MEMORY_CHAT_SUMMARY_MAX_CHARS",
         ge=100,
-        le=limits.MAX_FACT_CHARS,
+        le=2_000,  # a memory holds at most this (core/limits.MAX_FACT_CHARS)
         description="Longest rolling chat summary in characters.",
     )
     worker_concurrency: int = Field(
@@ -341,15 +346,6 @@ class Settings(BaseSettings):
     run_workers: bool = Field(
         default=True, alias="MEMORY_RUN_WORKERS", description="Run job workers in the API process."
     )
-
-    def retry_policy(self) -> RetryPolicy:
-        """The extraction jobs' retry schedule (service/core/retries.py)."""
-        return RetryPolicy(
-            base_s=self.extraction_retry_base_s,
-            max_wait_s=self.extraction_retry_max_wait_s,
-            give_up_after_s=self.extraction_give_up_after_s,
-            max_attempts=self.extraction_max_attempts,
-        )
 
     @field_validator("llm_base_url")
     @classmethod
@@ -366,15 +362,6 @@ class Settings(BaseSettings):
         overflow, the job queue's pool, the cache-notice listener and the per-owner index
         refresh (docs/scaling.md sets this against `max_connections`)."""
         return 2 * self.db_pool_size + self.jobs_pool_size + 2
-
-    def server_settings(self) -> dict[str, str]:
-        """PostgreSQL settings every pooled connection starts with (storage.db.create_engine).
-
-        hnsw.ef_search is the value the read path's HNSW scans use, so they need no SET.
-        """
-        from service.storage.memories import hnsw_ef_search
-
-        return {"hnsw.ef_search": str(hnsw_ef_search(self.ann_ef_search, self.candidate_limit))}
 
     def bearer_key(self) -> str:
         """The API key: from the environment, else generated once into the state dir."""
@@ -460,7 +447,7 @@ class Settings(BaseSettings):
         default=600,
         alias="MEMORY_SUMMARY_MAX_CHARS",
         ge=100,
-        le=limits.MAX_FACT_CHARS,
+        le=2_000,  # a memory holds at most this (core/limits.MAX_FACT_CHARS)
         description="Longest summary text in characters (its sources may fill 80 % of it).",
     )
     memory_cap: int = Field(
@@ -518,9 +505,3 @@ class Settings(BaseSettings):
         description="text (for people) or json (one JSON object per line, for log shippers); "
         "keys, tokens and codes are scrubbed from both.",
     )
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """Settings from the environment, built once per process."""
-    return Settings()

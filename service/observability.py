@@ -55,7 +55,6 @@ from service.core import safety
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from service.flows.runtime import Runtime
 
 __all__ = [
     "CONTENT_TYPE",
@@ -65,7 +64,6 @@ __all__ = [
     "ScrubFilter",
     "build_registry",
     "configure_logging",
-    "read_state",
     "record_ann_fallbacks",
     "record_dropped_operations",
     "record_extraction",
@@ -242,27 +240,6 @@ def build_registry(state: ScrapeState, runtime: Any) -> CollectorRegistry:
 def render(registry: CollectorRegistry) -> bytes:
     """The registry in Prometheus text format."""
     return generate_latest(registry)
-
-
-async def read_state(rt: Runtime, state: ScrapeState) -> None:
-    """Fill `state` from the database; on failure mark it down and keep the old numbers."""
-    from service.storage import admin, turns, vectors
-
-    try:
-        async with rt.db.unit_of_work() as session:
-            state.turns = await turns.counts(session)
-            found = await admin.job_counts(session)
-            state.without_vector = await vectors.count_pending(session, model=rt.encoder.model_name)
-        # every queue of a registered task is shown, at 0 when empty
-        queues = {str(task.queue) for task in rt.jobs.tasks.values()}
-        state.jobs = {
-            (q, st): found.get((q, st), 0) for q in queues for st in ("todo", "doing", "scheduled")
-        }
-        state.jobs.update(found)
-        state.database_up = 1
-    except Exception:  # a scrape must answer while the database is away
-        logging.getLogger(__name__).warning("metrics: the database could not be read")
-        state.database_up = 0
 
 
 # --- request metrics ----------------------------------------------------------------------

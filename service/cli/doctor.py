@@ -74,8 +74,6 @@ async def _check_database(
 ) -> tuple[list[Verdict], Any]:
     """Verdicts for the database, pgvector and migrations, and the Database when reachable;
     an embedded server started here runs until `stack` closes."""
-    from alembic.script import ScriptDirectory
-
     from service import bootstrap
     from service.storage import admin, migrate
     from service.storage.db import Database
@@ -129,7 +127,7 @@ async def _check_database(
         verdicts.append(Verdict(OK, "pgvector", f"version {facts.pgvector_version}"))
     try:
         at_head = await asyncio.wait_for(asyncio.to_thread(migrate.is_at_head, url), timeout_s)
-        head = ScriptDirectory.from_config(migrate.alembic_config(url)).get_current_head()
+        head = migrate.head_revision()
         verdicts.append(
             Verdict(OK, "migrations", f"at the newest revision ({head})")
             if at_head

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
-import service
+from service import resources
 from service.config import Settings
 
 __all__ = [
@@ -40,7 +40,7 @@ EVENTS_ID = "memory_events"
 #: functions that call the memory service and so carry its url and key as valves
 SERVICE_CALLERS = (FILTER_ID, EVENTS_ID)
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
-SOURCE_DIR = Path(service.__file__).resolve().parents[1] / "filter"
+SOURCE_DIR = resources.folder("filter")
 REQUEST_TIMEOUT_S = 30.0
 #: typed by the installer as the admin, through Open WebUI: the filter inside Open WebUI runs
 #: it against the service with its valves, exactly as for a user's turn

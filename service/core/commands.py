@@ -17,7 +17,6 @@ from enum import StrEnum
 from service.core.records import Bank, Memory
 
 PREFIXES = ("/memory", "/memories")
-MAX_COMMAND_CHARS = 4_000
 
 
 class CommandName(StrEnum):

@@ -257,9 +257,12 @@ def _parse_one(
         return Refusal(op, ref)
     if op in (OpKind.NEW, OpKind.UPDATE) and not content:
         return None
-    bank = _parse_bank(item.get("bank", item.get("memory_bank")), allowed_banks)
-    if ref is not None and ref in refs and op is not OpKind.NEW:
-        bank = refs[ref].bank if bank is None else bank
+    raw_bank = item.get("bank", item.get("memory_bank"))
+    if ref is not None and ref in refs and op is not OpKind.NEW and raw_bank in (None, ""):
+        # no bank named: a change stays in its memory's bank (if this chat may write it)
+        bank: Bank | None = refs[ref].bank if refs[ref].bank in allowed_banks else None
+    else:
+        bank = _parse_bank(raw_bank, allowed_banks)
     if bank is None:
         return None
     raw_tags = item.get("tags") or []

@@ -208,3 +208,21 @@ class RankedMemory:
     memory: Memory  #: the memory
     similarity: float  #: relevance in [0, 1]
     score: float  #: blended relevance and recency in [0, 1]
+
+
+class TurnStatus(StrEnum):
+    """Where a turn is in the write path (the turn ledger's `status`)."""
+
+    QUEUED = "queued"  #: accepted, waiting for extraction
+    DONE = "done"  #: extracted; the texts are erased from the payload
+    FAILED = "failed"  #: extraction gave up; visible in /v1/status
+    DISCARDED = "discarded"  #: never extracted: its chat or sender was deleted, or forget all
+
+
+class RequeueResult(StrEnum):
+    """What retrying a failed turn did (storage.admin.requeue_failed)."""
+
+    REQUEUED = "requeued"  #: the turn is queued again
+    NOT_FOUND = "not_found"  #: no turn with that id
+    NOT_FAILED = "not_failed"  #: the turn is queued or done; nothing to retry
+    NO_TEXTS = "no_texts"  #: the turn failed but its texts were erased; nothing to extract

@@ -20,13 +20,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from service.core import commands, privacy, safety
 from service.core.records import Bank, ChatContext
 
-CONTEXT_SIMILARITY = 0.7
-"""A context reminder fires when a message's similarity to its cue is at least this (seeds/003
-"when semantic similarity to a cue exceeds 0.7"; issue #7). Similarity is the project's
-1 - cosine_distance / 2 (the scale of DESIGN §6's 0.7, i.e. cosine ≥ 0.4): with
-all-MiniLM-L6-v2, "What should I plant in my garden this spring?" is at cosine 0.52 to the cue
-"the garden", unrelated chat below 0.35; a cosine of 0.7 is reached only by near-paraphrases
-("Let's talk about the garden", 0.83)."""
 DONE_LISTED_DAYS = 7
 """Days a fired reminder stays in `/memory reminders` as done (it stays in the export)."""
 ID_PREFIX = "r-"

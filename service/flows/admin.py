@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.core.records import RequeueResult, TurnStatus
 from service.flows.runtime import Runtime
 from service.flows.turns import defer_extraction
 from service.storage import admin, vectors
-from service.storage.admin import RequeueResult, TurnSummary
-from service.storage.turns import TurnStatus
+from service.storage.admin import TurnSummary
 
 __all__ = ["embedding_state", "list_turns", "retry_turn"]
 

@@ -22,12 +22,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import psycopg
-
 from service.core.records import Scope
 from service.flows.runtime import Runtime
 from service.storage import owner_indexes
-from service.storage.db import libpq_url
 
 log = logging.getLogger(__name__)
 
@@ -59,60 +56,47 @@ async def refresh(rt: Runtime) -> RefreshResult:
     """
     threshold = rt.settings.ann_min_memories
     model, dimension = rt.encoder.model_name, rt.encoder.dimension
-    # a session advisory lock and CREATE INDEX CONCURRENTLY: a direct connection, not a pooler
-    url = rt.direct_url or libpq_url(rt.db.engine.url.render_as_string(hide_password=False))
     built: list[str] = []
     dropped: list[str] = []
     failed: list[str] = []
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        locked = await (
-            await conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,))
-        ).fetchone()
-        if not locked or not locked[0]:
+    # a session advisory lock and CREATE INDEX CONCURRENTLY: a direct connection, not a pooler
+    async with owner_indexes.maintenance(rt.db, lock_key=LOCK_KEY, url=rt.direct_url) as conn:
+        if conn is None:
             return RefreshResult(busy=True)
-        try:
-            existing = await owner_indexes.existing_indexes(conn)
-            counts = (
-                await owner_indexes.cell_counts(conn, min_rows=max(threshold // 2, 1))
-                if threshold > 0
-                else {}
-            )
-            wanted: dict[str, tuple[str, Scope]] = {}
-            for cell, rows in sorted(counts.items(), key=lambda item: -item[1]):
-                names = {
-                    owner_indexes.ann_index_name(cell, model=model, dimension=dimension): "ann",
-                    owner_indexes.fts_index_name(cell): "fts",
-                }
-                if rows >= threshold or any(existing.get(name) for name in names):
-                    wanted.update({name: (kind, cell) for name, kind in names.items()})
-            for name, valid in existing.items():
-                if name not in wanted or not valid:
-                    await owner_indexes.drop_index(conn, name)
-                    dropped.append(name)
-            for name, (kind, cell) in wanted.items():
-                if existing.get(name):
-                    continue
-                try:
-                    if kind == "ann":
-                        await owner_indexes.create_ann_index(
-                            conn, cell, model=model, dimension=dimension
-                        )
-                    else:
-                        await owner_indexes.create_fts_index(conn, cell)
-                    built.append(name)
-                except psycopg.Error as exc:
-                    if isinstance(exc, psycopg.OperationalError):
-                        raise
-                    log.warning("could not build index %s: %s", name, exc)
-                    await owner_indexes.drop_index(conn, name)
-                    failed.append(name)
-            if built:
-                # fresh statistics, or a planner that still sees a small table may keep
-                # sorting the bank's rows instead of scanning its new index
-                await conn.execute("ANALYZE memories")
-        finally:
-            if not conn.closed:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+        existing = await owner_indexes.existing_indexes(conn)
+        counts = (
+            await owner_indexes.cell_counts(conn, min_rows=max(threshold // 2, 1))
+            if threshold > 0
+            else {}
+        )
+        wanted: dict[str, tuple[str, Scope]] = {}
+        for cell, rows in sorted(counts.items(), key=lambda item: -item[1]):
+            names = {
+                owner_indexes.ann_index_name(cell, model=model, dimension=dimension): "ann",
+                owner_indexes.fts_index_name(cell): "fts",
+            }
+            if rows >= threshold or any(existing.get(name) for name in names):
+                wanted.update({name: (kind, cell) for name, kind in names.items()})
+        for name, valid in existing.items():
+            if name not in wanted or not valid:
+                await owner_indexes.drop_index(conn, name)
+                dropped.append(name)
+        for name, (kind, cell) in wanted.items():
+            if existing.get(name):
+                continue
+            try:
+                await owner_indexes.build_index(
+                    conn, cell, kind=kind, model=model, dimension=dimension
+                )
+                built.append(name)
+            except owner_indexes.BuildFailed as exc:
+                log.warning("could not build index %s: %s", name, exc)
+                await owner_indexes.drop_index(conn, name)
+                failed.append(name)
+        if built:
+            # fresh statistics, or a planner that still sees a small table may keep
+            # sorting the bank's rows instead of scanning its new index
+            await owner_indexes.analyze(conn)
     if built or dropped:
         rt.owner_indexes.forget()
         log.info("per-owner indexes: %d built, %d dropped", len(built), len(dropped))

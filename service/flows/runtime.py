@@ -12,7 +12,7 @@ from service.core.ranking import RankingParams
 from service.embeddings.encoder import Encoder
 from service.llm.client import LLMClient
 from service.llm.relevance import RelevanceCache
-from service.storage.db import Database
+from service.storage.db import Database, libpq_url
 from service.storage.owner_indexes import IndexRegistry
 
 if TYPE_CHECKING:
@@ -43,6 +43,13 @@ class Runtime:
     reminders_none_pending: TTLCache[str, bool] = field(
         default_factory=lambda: TTLCache(maxsize=100_000, ttl=30)
     )
+
+    def session_url(self) -> str:
+        """libpq URL of a direct connection for LISTEN and session locks (`direct_url`, else
+        the engine's own URL)."""
+        return self.direct_url or libpq_url(
+            self.db.engine.url.render_as_string(hide_password=False)
+        )
 
     def ranking_params(self, budget_tokens: int | None = None) -> RankingParams:
         s = self.settings

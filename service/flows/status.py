@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from cachetools import TTLCache
-from sqlalchemy import func, select
 
-from service.core.records import Status
 from service.flows.runtime import Runtime
-from service.storage import turns
-from service.storage.tables import MemoryRow
+from service.observability import ScrapeState
+from service.storage import admin, turns, vectors
+
+log = logging.getLogger(__name__)
 
 
 async def service_status(rt: Runtime) -> dict[str, Any]:
     """Counts of turns per state and active memories, and a status line."""
     async with rt.db.unit_of_work() as session:
         counts = await turns.counts(session)
-        active = (
-            await session.execute(
-                select(func.count()).where(MemoryRow.status == Status.ACTIVE.value)
-            )
-        ).scalar_one()
+        active = await admin.count_active_memories(session)
     queued = counts["queued"]
     if not rt.llm.configured:
         line = (
@@ -80,3 +77,23 @@ def admin_notice(*, llm_configured: bool, failed: int) -> str | None:
             "(`python -m service turns list`, then `turns retry-failed`)"
         )
     return "Memory (admins only): " + "; ".join(parts) if parts else None
+
+
+async def read_metrics_state(rt: Runtime, state: ScrapeState) -> None:
+    """Fill `state` (the /metrics gauges) from the database; on failure mark it down and
+    keep the old numbers."""
+    try:
+        async with rt.db.unit_of_work() as session:
+            state.turns = await turns.counts(session)
+            found = await admin.job_counts(session)
+            state.without_vector = await vectors.count_pending(session, model=rt.encoder.model_name)
+        # every queue of a registered task is shown, at 0 when empty
+        queues = {str(task.queue) for task in rt.jobs.tasks.values()}
+        state.jobs = {
+            (q, st): found.get((q, st), 0) for q in queues for st in ("todo", "doing", "scheduled")
+        }
+        state.jobs.update(found)
+        state.database_up = 1
+    except Exception:  # a scrape must answer while the database is away
+        log.warning("metrics: the database could not be read")
+        state.database_up = 0

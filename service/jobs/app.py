@@ -12,6 +12,7 @@ from typing import Any
 
 import procrastinate
 
+from service.config import Settings
 from service.core.profile import ProfileView
 from service.core.retries import RetryPolicy
 from service.errors import LLMNotConfigured, LLMUnavailable
@@ -54,6 +55,16 @@ _OUTAGE = (LLMUnavailable, LLMNotConfigured)
 """Errors of an LLM that is away, not of the turn: retried for as long as the policy says."""
 
 
+def retry_policy_of(settings: Settings) -> RetryPolicy:
+    """The extraction jobs' retry schedule of the settings (service/core/retries.py)."""
+    return RetryPolicy(
+        base_s=settings.extraction_retry_base_s,
+        max_wait_s=settings.extraction_retry_max_wait_s,
+        give_up_after_s=settings.extraction_give_up_after_s,
+        max_attempts=settings.extraction_max_attempts,
+    )
+
+
 def build_job_app(
     conninfo: str,
     *,
@@ -65,7 +76,7 @@ def build_job_app(
 
     Args:
         retry_policy: when an extraction job is tried again and when its turn is marked
-            failed (Settings.retry_policy(); None: the defaults of `RetryPolicy`).
+            failed (`retry_policy_of(settings)`; None: the defaults of `RetryPolicy`).
         pool_size: connections of the queue's pool (fixed size).
         pooled: `conninfo` goes through a pooler in transaction mode: no prepared statements
             (a later transaction may land on another server connection); workers then poll

@@ -22,7 +22,6 @@ from service.jobs import owner_indexes as owner_index_jobs
 from service.jobs import reembed as reembed_jobs
 from service.jobs import supervision
 from service.jobs.app import run_workers
-from service.storage.db import libpq_url
 
 __all__ = ["running"]
 
@@ -41,7 +40,7 @@ async def running(rt: Runtime, *, workers: bool) -> AsyncIterator[asyncio.Task[N
     """
     listener = asyncio.create_task(
         cache_sync.run_forever(
-            _direct_url(rt),
+            rt.session_url(),
             handlers=[profile_flow.invalidate, reminder_flow.invalidator(rt)],
         ),
         name="cache-notices",
@@ -69,10 +68,6 @@ async def running(rt: Runtime, *, workers: bool) -> AsyncIterator[asyncio.Task[N
 LISTEN_WAIT_S = 10.0
 """How long a start waits for the cache-notice listener before going on without it (seconds):
 until it connects, cached content is not served (flows/cache_sync.py)."""
-
-
-def _direct_url(rt: Runtime) -> str:
-    return rt.direct_url or libpq_url(rt.db.engine.url.render_as_string(hide_password=False))
 
 
 async def _until_listening(listener: asyncio.Task[None]) -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.storage.tables import TurnRow
-from service.storage.turns import TurnStatus
+from service.core.records import RequeueResult, Status, TurnStatus
+from service.storage.tables import MemoryRow, TurnRow
 
 __all__ = [
     "DatabaseFacts",
@@ -44,15 +43,6 @@ class TurnSummary:
     created_at: datetime  #: when the outlet handed it over
     finished_at: datetime | None  #: when it was done or gave up
     has_texts: bool  #: its message texts are still stored (a retry can extract them)
-
-
-class RequeueResult(StrEnum):
-    """What `requeue_failed` did."""
-
-    REQUEUED = "requeued"  #: the turn is queued again
-    NOT_FOUND = "not_found"  #: no turn with that id
-    NOT_FAILED = "not_failed"  #: the turn is queued or done; nothing to retry
-    NO_TEXTS = "no_texts"  #: the turn failed but its texts were erased; nothing to extract
 
 
 def _first_line(error: str | None) -> str | None:
@@ -177,3 +167,12 @@ async def database_facts(session: AsyncSession) -> DatabaseFacts:
         )
     ).scalar()
     return DatabaseFacts(str(server), installed and str(installed), available and str(available))
+
+
+async def count_active_memories(session: AsyncSession) -> int:
+    """Active memories of every owner: a service-wide figure for /v1/status, never shown per
+    user (no scope applies)."""
+    count = await session.execute(
+        select(func.count()).where(MemoryRow.status == Status.ACTIVE.value)
+    )
+    return int(count.scalar_one())

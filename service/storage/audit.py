@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import redaction
@@ -59,12 +59,6 @@ async def scrub(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> No
         .where(MemoryEventRow.memory_id.in_(list(memory_ids)))
         .values(before=None, after=None)
     )
-
-
-async def count_for(session: AsyncSession, *, memory_id: uuid.UUID) -> int:
-    """Number of audit events of a memory."""
-    stmt = select(func.count()).where(MemoryEventRow.memory_id == memory_id)
-    return int((await session.execute(stmt)).scalar_one())
 
 
 async def chats_written_by(session: AsyncSession, *, actor: str) -> list[str]:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool
 
+from service import resources
 from service.storage.db import libpq_url
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = resources.folder("migrations")
 
 
 def alembic_config(url: str) -> Config:
@@ -32,6 +31,13 @@ def upgrade(url: str, revision: str = "head") -> None:
 def downgrade(url: str, revision: str) -> None:
     """Migrate the database at `url` down to `revision` ("base" = empty)."""
     command.downgrade(alembic_config(url), revision)
+
+
+def head_revision() -> str | None:
+    """The newest migration's revision id (None when there are no migrations)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 def is_at_head(url: str) -> bool:

@@ -23,7 +23,9 @@ index of another model is simply not wanted any more.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import psycopg
@@ -33,6 +35,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core.records import Bank, ReadScope, Scope
+from service.storage.db import Database, libpq_url
 
 __all__ = [
     "ANN_PREFIX",
@@ -144,6 +147,64 @@ def _cell_predicate(cell: Scope) -> sql.Composed:
         owner=sql.Literal(cell.owner_id),
         bank=sql.Literal(cell.bank.value),
     )
+
+
+class BuildFailed(Exception):
+    """A CREATE INDEX of one cell failed (not a lost connection); its invalid index may be
+    left behind (`drop_index` it)."""
+
+
+@contextlib.asynccontextmanager
+async def maintenance(
+    db: Database, *, lock_key: int, url: str | None = None
+) -> AsyncIterator[psycopg.AsyncConnection | None]:
+    """An autocommit connection to `db`'s database holding the advisory lock `lock_key`, or
+    None when another process holds it. Autocommit: CREATE INDEX CONCURRENTLY cannot run in
+    a transaction, so this is not a pooled session.
+
+    Args:
+        url: a direct (not pooled) libpq URL of the same database; None = `db`'s own.
+
+    Raises:
+        psycopg.OperationalError: PostgreSQL is not reachable.
+    """
+    url = url or libpq_url(db.engine.url.render_as_string(hide_password=False))
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        locked = await (
+            await conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key,))
+        ).fetchone()
+        if not locked or not locked[0]:
+            yield None
+            return
+        try:
+            yield conn
+        finally:
+            if not conn.closed:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key,))
+
+
+async def build_index(
+    conn: psycopg.AsyncConnection, cell: Scope, *, kind: str, model: str, dimension: int
+) -> str:
+    """`create_ann_index` (kind "ann") or `create_fts_index` (kind "fts"); returns the name.
+
+    Raises:
+        BuildFailed: the build failed; the connection is still usable.
+        psycopg.OperationalError: PostgreSQL is not reachable.
+    """
+    try:
+        if kind == "ann":
+            return await create_ann_index(conn, cell, model=model, dimension=dimension)
+        return await create_fts_index(conn, cell)
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error as exc:
+        raise BuildFailed(str(exc)) from exc
+
+
+async def analyze(conn: psycopg.AsyncConnection) -> None:
+    """Fresh planner statistics for the memories table."""
+    await conn.execute("ANALYZE memories")
 
 
 async def create_ann_index(

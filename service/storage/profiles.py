@@ -95,9 +95,3 @@ async def withdraw_using(session: AsyncSession, *, memory_ids: Sequence[uuid.UUI
     users = sorted(set((await session.execute(stmt)).scalars()))
     await notifications.notify(session, kind=PROFILE_CHANGE, user_ids=users)
     return users
-
-
-async def exists_any(session: AsyncSession, *, user_id: str) -> bool:
-    """True when the user has a profile of any view."""
-    stmt = select(ProfileRow.user_id).where(ProfileRow.user_id == user_id).limit(1)
-    return (await session.execute(stmt)).scalar() is not None

@@ -26,10 +26,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-EMBEDDING_DIM = 384
-"""all-MiniLM-L6-v2 output dimension (DESIGN §11), the bundled model's; the column itself
-takes vectors of any dimension (migration 0006), so another model can be swapped in."""
-
 # 'english' stems English words; 'simple' keeps every word as written, so names, ids and
 # text in other languages are still found.
 TSV_EXPRESSION = "to_tsvector('english', content) || to_tsvector('simple', content)"

@@ -11,23 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, literal_column, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.core.records import TurnStatus as TurnStatus  # re-exported for callers
 from service.storage.tables import TurnRow
-
-
-class TurnStatus(StrEnum):
-    """Where a turn is in the write path."""
-
-    QUEUED = "queued"  #: accepted, waiting for extraction
-    DONE = "done"  #: extracted; the texts are erased from the payload
-    FAILED = "failed"  #: extraction gave up; visible in /v1/status
-    DISCARDED = "discarded"  #: never extracted: its chat or sender was deleted, or forget all
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,14 +186,6 @@ async def lock_sender(session: AsyncSession, *, user_id: str) -> None:
     await session.execute(
         select(func.pg_advisory_xact_lock(func.hashtextextended("memory-sender:" + user_id, 0)))
     )
-
-
-async def get_for_update(session: AsyncSession, *, turn_id: int) -> Turn | None:
-    """The turn, row-locked until the unit of work ends (one extraction at a time)."""
-    row = (
-        await session.execute(select(TurnRow).where(TurnRow.id == turn_id).with_for_update())
-    ).scalar()
-    return _to_turn(row) if row else None
 
 
 async def claim(session: AsyncSession, *, turn_ids: Sequence[int], for_s: float) -> None:

@@ -31,6 +31,7 @@ from tests.support.waiting import LoopLag
 INLET_TIMEOUT_S = 0.8
 OUTLET_TIMEOUT_S = 2.0
 MARGIN_S = 0.3
+PATIENT_INLET_TIMEOUT_S = 30.0
 TIMESTAMP = 1_780_000_000
 UNAVAILABLE = "Memory unavailable — answering without it"
 NOT_SAVED = "Memory could not save this turn"
@@ -43,12 +44,12 @@ FAULTS = ["down", "reset", "slow", "hang", "server_error", "garbage", "truncated
 _survived: dict[str, dict[str, float]] = {}
 
 
-def _harness(url: str, api_key: str) -> FilterHarness:
+def _harness(url: str, api_key: str, *, inlet_timeout_s: float = INLET_TIMEOUT_S) -> FilterHarness:
     instance = load_filter_instance()
     instance.valves = instance.Valves(
         service_url=url,
         api_key=api_key,
-        inlet_timeout_s=INLET_TIMEOUT_S,
+        inlet_timeout_s=inlet_timeout_s,
         outlet_timeout_s=OUTLET_TIMEOUT_S,
     )
     return FilterHarness(instance)
@@ -86,8 +87,10 @@ async def test_the_proxy_passes_the_real_service_through(live: LiveService) -> N
     """Control: with no fault the block is injected and the turn handed over."""
     live.client.post("/v1/users/u-ctrl/memories", json={"content": "User is vegetarian"})
     with FaultProxy(upstream_port=urlparse(live.base_url).port or 0) as proxy:
+        # a patient inlet valve: this checks the proxy, not the service's speed on a loaded
+        # machine (the read path's latency is measured in bench/)
         seen, out, _ = await _one_turn(
-            _harness(proxy.url, live.api_key),
+            _harness(proxy.url, live.api_key, inlet_timeout_s=PATIENT_INLET_TIMEOUT_S),
             "u-ctrl",
             "Hello! I'm vegetarian, what should I cook tonight?",
         )

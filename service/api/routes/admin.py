@@ -13,9 +13,9 @@ from pydantic import BaseModel, Field
 
 from service import observability
 from service.api.deps import RuntimeDep
+from service.core.records import RequeueResult, TurnStatus
 from service.flows import admin
-from service.storage.admin import RequeueResult
-from service.storage.turns import TurnStatus
+from service.flows import status as status_flow
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 metrics_router = APIRouter(tags=["admin"])
@@ -136,5 +136,5 @@ async def metrics(request: Request) -> Response:
     state, registry = _registry(request)
     runtime = getattr(request.app.state, "runtime", None)
     if runtime is not None:
-        await observability.read_state(runtime, state)
+        await status_flow.read_metrics_state(runtime, state)
     return Response(observability.render(registry), media_type=observability.CONTENT_TYPE)

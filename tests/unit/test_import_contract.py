@@ -1,0 +1,166 @@
+"""The layer order of the service (shared/STYLE.md §1), checked on every module's imports.
+
+    api/  jobs/  cli/  bootstrap  →  flows/  →  core/      (core imports only core and errors)
+                                            →  storage/  llm/  embeddings/  (may import core)
+    config.py is read by entry points and passed down as values; observability.py holds the
+    metrics and log format every layer may record into, and imports only core.
+
+Every `import` and `from … import` in service/ counts, at module level or inside a function,
+type-only ones too: a type import still ties one layer to another's vocabulary.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SERVICE = Path(__file__).resolve().parents[2] / "service"
+
+BASE = {"errors", "__init__", "resources"}
+"""What every layer may import: the exception hierarchy, the package itself (version) and
+the lookup of its bundled folders."""
+
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "core": {"core"},
+    "config": set(),
+    "observability": {"core"},
+    "storage": {"storage", "core"},
+    "embeddings": {"embeddings", "core"},
+    "llm": {"llm", "core"},
+    "flows": {"flows", "core", "storage", "embeddings", "llm", "config", "observability"},
+    "jobs": {"jobs", "flows", "core", "config", "observability"},
+    # routes speak flows and core types, never storage; app.py also starts the workers and
+    # takes a prebuilt encoder (tests share one)
+    "api": {"api", "flows", "core", "config", "observability", "bootstrap", "jobs", "embeddings"},
+    "bootstrap": {"config", "embeddings", "flows", "jobs", "llm", "storage"},
+    # commands wire what they need (migrate and doctor talk to storage) but never the routes,
+    # except `serve`, which runs the app
+    "cli": {
+        "cli",
+        "api",
+        "bootstrap",
+        "config",
+        "core",
+        "embeddings",
+        "flows",
+        # `worker` runs the job workers and the background loops
+        "jobs",
+        "llm",
+        "storage",
+        "observability",
+    },
+    "__main__": {"cli"},
+    "__init__": set(),
+    "resources": set(),
+}
+"""Layer → the other layers of service/ it may import (besides BASE)."""
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _service_imports(path: Path, root: Path = SERVICE) -> set[str]:
+    """Fully qualified service modules (or names of them) that `path` imports."""
+    found: set[str] = set()
+    package = ".".join(path.relative_to(root.parent).with_suffix("").parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "service"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "service":
+                continue
+            if module == "service":  # `from service import bootstrap, observability`
+                found |= {f"service.{a.name}" for a in node.names}
+            else:
+                found.add(module)
+    return found
+
+
+def _breaches(root: Path = SERVICE) -> list[str]:
+    breaches = []
+    for path in sorted(root.rglob("*.py")):
+        source = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        layer = _layer(source)
+        allowed = ALLOWED[layer] | BASE | {layer}
+        for imported in sorted(_service_imports(path, root)):
+            target = _layer(imported)
+            if target == "__version__":
+                target = "__init__"
+            if target not in allowed:
+                breaches.append(f"{source} imports {imported} ({layer} → {target})")
+    return breaches
+
+
+def test_every_service_module_imports_only_the_layers_below_it() -> None:
+    assert _breaches() == []
+
+
+DATABASE_LIBRARIES = ("sqlalchemy", "psycopg", "psycopg_pool", "pgvector", "alembic")
+SESSION_TYPE = "sqlalchemy.ext.asyncio"
+"""Flows take the unit of work's session as a parameter; naming its type is all they may do."""
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_only_storage_talks_to_the_database() -> None:
+    outside = []
+    for path in sorted(SERVICE.rglob("*.py")):
+        layer = path.relative_to(SERVICE).parts[0]
+        if layer in ("storage",):
+            continue
+        for name in sorted(_third_party_imports(path)):
+            if name.split(".")[0] in DATABASE_LIBRARIES and not (
+                layer == "flows" and name == SESSION_TYPE
+            ):
+                outside.append(f"{path.relative_to(SERVICE.parent)} imports {name}")
+    assert outside == []
+
+
+def test_every_layer_of_the_service_is_in_the_contract() -> None:
+    layers = {
+        _layer(".".join(p.relative_to(SERVICE.parent).with_suffix("").parts))
+        for p in SERVICE.rglob("*.py")
+    }
+    assert sorted(layers - set(ALLOWED) - {"__init__"}) == []
+
+
+def test_the_allowed_imports_have_no_cycle_between_layers() -> None:
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in ALLOWED.get(start, set()) - {start}:
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    assert [layer for layer in ALLOWED if reaches(layer, layer, set())] == []
+
+
+def test_the_contract_reports_a_breach_with_its_module_and_layers(tmp_path: Path) -> None:
+    fake = tmp_path / "service" / "core" / "leaky.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(
+        "from service.storage import memories\n"
+        "def f():\n"
+        "    import service.flows.context\n"
+        "from . import records\n",
+        encoding="utf-8",
+    )
+    assert _breaches(tmp_path / "service") == [
+        "service.core.leaky imports service.flows.context (core → flows)",
+        "service.core.leaky imports service.storage (core → storage)",
+    ]
