@@ -24,7 +24,6 @@ from __future__ import annotations
 import calendar
 import json
 import re
-from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -167,7 +166,7 @@ class QAItem:
     answer: str  #: the gold answer as text
     category: int  #: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop
     evidence: tuple[str, ...]  #: normalised evidence dia_ids, at least one
-    speaker: str  #: who spoke most evidence turns (ties → speaker_a)
+    askers: tuple[str, ...]  #: speakers the question names (both when it names neither)
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,10 +450,10 @@ def build_replay_plan(sample: Mapping[str, Any], speaker: str) -> ReplayPlan:
 def load_qa(sample: Mapping[str, Any], categories: Collection[int] = QA_CATEGORIES) -> list[QAItem]:
     """The sample's questions of `categories` with cleaned evidence (LOCOMO.md step 3).
 
-    Questions left without evidence are dropped. Each question is assigned to the speaker who
-    spoke the majority of its evidence turns; a tie goes to speaker_a.
+    Questions left without evidence are dropped. Each question is asked by the speakers its
+    text names (`askers_of`), never by who spoke the evidence: a deployment cannot know that.
     """
-    speaker_a, speaker_b = speakers(sample)
+    pair = speakers(sample)
     spoken_by = {turn.dia_id: turn.speaker for turn in conversation_turns(sample)}
     items: list[QAItem] = []
     for index, raw in enumerate(sample.get("qa") or []):
@@ -464,8 +463,6 @@ def load_qa(sample: Mapping[str, Any], categories: Collection[int] = QA_CATEGORI
         evidence = normalize_evidence(raw.get("evidence") or [], spoken_by)
         if not evidence:
             continue
-        counts = Counter(spoken_by[dia_id] for dia_id in evidence)
-        speaker = speaker_a if counts[speaker_a] * 2 >= len(evidence) else speaker_b
         answer = raw.get("answer", raw.get("adversarial_answer", ""))
         items.append(
             QAItem(
@@ -474,7 +471,15 @@ def load_qa(sample: Mapping[str, Any], categories: Collection[int] = QA_CATEGORI
                 answer=str(answer),
                 category=category,
                 evidence=evidence,
-                speaker=speaker,
+                askers=askers_of(str(raw["question"]), pair),
             )
         )
     return items
+
+
+def askers_of(question: str, pair: Sequence[str]) -> tuple[str, ...]:
+    """The speakers of `pair` whose name the question mentions as a whole word (in `pair`
+    order), or the whole pair when it mentions neither ("Caroline's" names Caroline,
+    "Annabel" does not name Ann)."""
+    named = tuple(s for s in pair if re.search(rf"\b{re.escape(s)}\b", question))
+    return named or tuple(pair)

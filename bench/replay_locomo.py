@@ -25,9 +25,11 @@ shorter period only shortens the wait). `--extraction per-turn` runs one extract
 and no summaries (MEMORY_BATCH_MESSAGES=1, MEMORY_CHAT_SUMMARY_TOKENS=0). Every LLM request
 the stub receives is counted by kind.
 
-Then every question of categories 1–4 goes through the inlet as a new saved chat of the speaker
-it is assigned to, dated one day after the last session. A question is a hit when the injected
-system text contains, verbatim, a fact whose cited turns intersect the question's evidence.
+Then every question of categories 1–4 goes through the inlet as a new saved chat of each
+speaker its text names (both speakers when it names neither; never who spoke its evidence),
+dated one day after the last session; each asking is one row of the results. An asking is a
+hit when the injected system text contains, verbatim, a fact whose cited turns intersect the
+question's evidence.
 
 Results: `bench/results/replay_locomo_conv<N>[_per_turn][_summary<T>][_restart<K>].json` and
 `.md`; the Markdown table is also printed. The exit code is 1 when extraction did not drain, a
@@ -325,7 +327,7 @@ class Replay:
                 "facts_handed_out": len(plan.assigned_facts),
                 "memories_stored": total,
                 "duplicate_memories": sum(n - 1 for n in contents.values() if n > 1),
-                "questions": sum(q.speaker == plan.speaker for q in self.questions),
+                "questions": sum(plan.speaker in q.askers for q in self.questions),
             }
 
         _progress(f"asking {len(self.questions)} questions")
@@ -417,14 +419,17 @@ class Replay:
         plans = {plan.speaker: plan for plan in self.plans}
         answers: list[dict[str, Any]] = []
         for item in self.questions:
-            plan = plans[item.speaker]
-            chat = SavedChat(user=self.users[item.speaker], timestamp_s=asked_at)
-            body, metadata, _user_message_id, _assistant_id = chat.inlet_request(item.question)
-            inlet = await self.harness.inlet(chat, body, metadata)
-            answer = score_question(item, plan, inlet.system_text, inlet.elapsed_ms)
-            if self.save_context:
-                answer["injected"] = inlet.system_text
-            answers.append(answer)
+            # asked by whom its text names, both speakers when it names neither (LOCOMO.md:
+            # no gold at query time); each asking is scored on its own
+            for asker in item.askers:
+                plan = plans[asker]
+                chat = SavedChat(user=self.users[asker], timestamp_s=asked_at)
+                body, metadata, _user_message_id, _assistant_id = chat.inlet_request(item.question)
+                inlet = await self.harness.inlet(chat, body, metadata)
+                answer = score_question(item, plan, inlet.system_text, inlet.elapsed_ms)
+                if self.save_context:
+                    answer["injected"] = inlet.system_text
+                answers.append(answer)
         return answers
 
 
@@ -437,7 +442,7 @@ def score_question(
     return {
         "index": item.index,
         "category": item.category,
-        "speaker": item.speaker,
+        "speaker": plan.speaker,
         "evidence": list(item.evidence),
         "hit": any(fact.text in injected for fact in relevant),
         "fact_available": bool(relevant),

@@ -13,11 +13,10 @@ from typing import Any
 import numpy as np
 
 from service import observability
-from service.core import privacy, ranking, safety
+from service.core import injection, privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, Memory, RankedMemory, ReadScope
 from service.core.reminders import Reminder, owner_of
-from service.core.tokens import estimate_tokens
 from service.flows import candidates, relevance
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminders_flow
@@ -37,6 +36,7 @@ class ContextResult:
     status: str  #: one line for the user
     reminders: list[Reminder] = field(default_factory=list)  #: fired by this turn
     notice: str | None = None  #: a status line about reminders, for the user
+    core_count: int = 0  #: how many of `items`, first, are core memories (not query-chosen)
 
 
 async def retrieve(
@@ -168,8 +168,9 @@ async def recall(
             "context deadline of %.2f s passed; answering with the cached profile",
             rt.settings.context_deadline_s,
         )
-        profile = profile_flow.cached_profile(
-            user_id=chat.user_id, collaborative=chat.collaborative
+        profile = injection.fit_profile(
+            profile_flow.cached_profile(user_id=chat.user_id, collaborative=chat.collaborative),
+            budget_tokens=rt.ranking_params(budget_tokens).budget_tokens,
         )
         return ContextResult(
             ranking.render_block(profile=profile, core=[], items=[]), [], profile, DEGRADED
@@ -211,15 +212,20 @@ async def _build(
     # read-time guard: nothing instruction-like is injected, whatever was stored earlier
     relevant = [r for r in relevant if not safety.looks_like_instruction(r.memory.content)]
     core = [m for m in core if not safety.looks_like_instruction(m.content)]
-    core_items, relevant = ranking.split_core(core, relevant, budget_tokens=params.budget_tokens)
-    budget = params.budget_tokens - ranking.cost(core_items) - estimate_tokens(profile or "")
-    chosen = ranking.fit_budget(relevant, budget_tokens=max(budget, 0), max_items=params.max_items)
-    used = [*core_items, *chosen]
+    # one budget for the profile and the items, and no fact twice (core/injection.py)
+    parts = injection.compose(
+        profile=profile,
+        core=core,
+        relevant=relevant,
+        budget_tokens=params.budget_tokens,
+        max_items=params.max_items,
+    )
+    used = [*parts.core, *parts.items]
     if used:
         _track_use_record(chat, _in_background(_record_use(rt, chat=chat, used=used)))
-    block = ranking.render_block(profile=profile, core=core_items, items=chosen)
-    status = f"{len(used)} memories recalled" if used or profile else "no relevant memories"
-    return ContextResult(block, used, profile, status)
+    block = ranking.render_block(profile=parts.profile, core=parts.core, items=parts.items)
+    status = f"{len(used)} memories recalled" if used or parts.profile else "no relevant memories"
+    return ContextResult(block, used, parts.profile, status, core_count=len(parts.core))
 
 
 async def _profile_or_core(

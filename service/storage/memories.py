@@ -20,6 +20,7 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
+    Float,
     Integer,
     Label,
     Select,
@@ -28,15 +29,18 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    false,
     func,
     literal_column,
+    null,
+    or_,
     select,
     tuple_,
-    union,
     union_all,
     update,
 )
 from sqlalchemy import text as sa_text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
@@ -276,6 +280,12 @@ async def _exact_candidates(
     return [_candidate(row, row.distance) for row in (await session.execute(stmt)).all()]
 
 
+def _rank(row: Any) -> float | None:
+    """The row's BM25 score when the statement computed one (it matched a word)."""
+    rank = getattr(row, "rank", None)
+    return None if rank is None else float(rank)
+
+
 def _candidate(
     row: Any, distance: float | None, text_rank: float | None = None, memory: Memory | None = None
 ) -> Candidate:
@@ -414,7 +424,7 @@ class CandidateSets:
     """The vector and the full-text candidates of one query, before fusion."""
 
     semantic: list[Candidate]  #: nearest first (ties: earlier stored first)
-    keyword: list[Candidate]  #: best ts_rank first (ties: earlier stored first)
+    keyword: list[Candidate]  #: best Okapi BM25 first (ties: earlier stored first)
     exact_fallbacks: int = 0  #: cells whose HNSW index gave too few rows, searched exactly
 
 
@@ -501,7 +511,7 @@ async def candidates(
     for row in rows:
         if row.branch is not None:
             by_branch[row.branch].append(row)
-        if with_text and row.rank is not None:
+        if with_text and row.keyword_hit:
             keyword_rows.append(row)
     fallbacks = 0
     for branch, cell in enumerate(ann, start=1):
@@ -528,7 +538,10 @@ async def candidates(
     # a memory in both lists becomes one record
     records = {row.seq: record_from_row(row) for row in itertools.chain(nearest, keyword_rows)}
     return CandidateSets(
-        semantic=[_candidate(row, row.distance, memory=records[row.seq]) for row in nearest],
+        semantic=[
+            _candidate(row, row.distance, text_rank=_rank(row), memory=records[row.seq])
+            for row in nearest
+        ],
         keyword=[
             _candidate(row, row.distance, text_rank=float(row.rank), memory=records[row.seq])
             for row in keyword_rows
@@ -614,33 +627,121 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
     # the tsquery once, in a CTE: its text four times over cost planning time and the
     # driver's query cache (it keeps statements up to 4 kB)
     tsquery = (
-        sa_text(f"SELECT {_OR_QUERY_SQL} AS query")
+        sa_text(f"SELECT {_OR_QUERY_SQL} AS query, {_TERMS_SQL} AS terms")
         .bindparams(bindparam("fts_text", type_=Text))
-        .columns(literal_column("query"))
+        .columns(literal_column("query"), literal_column("terms"))
         .cte("tsquery")
     )
     query = select(tsquery.c.query).scalar_subquery()
+    terms = select(tsquery.c.terms).scalar_subquery()
+    # every matching row of the scope (its tsvector), then Okapi BM25 over them
     match_parts: list[Select[Any]] = []
+    cells: list[ColumnElement[bool]] = []
     if shape.plain_matches:
-        match_parts.append(_exact_keyword(_cells_param("match_cells"), query, limit))
-    rank = func.ts_rank(_TABLE.c.tsv, query).label("rank")
+        owned = (
+            select(_TABLE.c.seq, _TABLE.c.tsv)
+            .where(_cells_param("match_cells"))
+            .offset(0)
+            .subquery()
+        )
+        match_parts.append(select(owned.c.seq, owned.c.tsv).where(owned.c.tsv.op("@@")(query)))
+        cells.append(_cells_param("match_cells"))
     for i in range(shape.fts_cells):
         # unfenced, so the planner starts from the cell's GIN index: its matching rows only
         match_parts.append(
-            select(_TABLE.c.seq, rank)
-            .where(_cell_param(f"fts{i}"), _TABLE.c.tsv.op("@@")(query))
-            .order_by(rank.desc(), _TABLE.c.seq)
-            .limit(limit)
+            select(_TABLE.c.seq, _TABLE.c.tsv).where(
+                _cell_param(f"fts{i}"), _TABLE.c.tsv.op("@@")(query)
+            )
         )
-    matches = _union(match_parts).cte("matches")
-    found = union(select(nearest.c.seq), select(matches.c.seq)).subquery("found")
+        cells.append(_cell_param(f"fts{i}"))
+    matched = _union(match_parts).cte("matched")
+    scored = _bm25(matched, terms, or_(*cells)).cte("scored")
+    # one row per memory from both lists by a grouping, not by joins: the planner cannot
+    # size CTEs and nested-looped them (28k comparisons at 400 matches). A nearest row that
+    # matches words but is not among the best `limit` keeps its BM25 score too (the fusion
+    # normalises over every candidate); `keyword_hit` marks the best `limit` matches.
+    place = func.row_number().over(order_by=(scored.c.rank.desc(), scored.c.seq))
+    both = union_all(
+        select(
+            nearest.c.seq,
+            nearest.c.branch,
+            cast(null(), Float).label("rank"),
+            false().label("top"),
+        ),
+        select(scored.c.seq, cast(null(), Integer), scored.c.rank, (place <= limit)),
+    ).subquery("both")
+    found = (
+        select(
+            both.c.seq,
+            func.max(both.c.branch).label("branch"),
+            func.max(both.c.rank).label("rank"),
+            func.bool_or(both.c.top).label("keyword_hit"),
+        )
+        .group_by(both.c.seq)
+        .having(or_(func.max(both.c.branch).is_not(None), func.bool_or(both.c.top)))
+        .subquery("found")
+    )
     return (
-        select(*columns, matches.c.rank)
+        select(
+            *RECORD_COLUMNS,
+            _TABLE.c.embedding.cosine_distance(vector).label("distance"),
+            found.c.branch,
+            found.c.rank,
+            found.c.keyword_hit,
+        )
         .select_from(found)
         .join(_TABLE, _TABLE.c.seq == found.c.seq)
-        .outerjoin(nearest, nearest.c.seq == found.c.seq)
-        .outerjoin(matches, matches.c.seq == found.c.seq)
     )
+
+
+BM25_K1 = 0.9
+"""Okapi BM25 term-frequency saturation; chosen on LoCoMo conversations 0–4 (grid 0.6–2.0,
+docs/performance.md)."""
+BM25_B = 0.4
+"""Okapi BM25 length normalisation; chosen with BM25_K1 (grid 0.3–0.9)."""
+
+# the query's lexemes, as `_OR_QUERY_SQL` matches them: English stems and words as written
+_TERMS_SQL = """ARRAY(
+  SELECT unnest(tsvector_to_array(to_tsvector('english', :fts_text)))
+  UNION SELECT word FROM unnest(tsvector_to_array(to_tsvector('simple', :fts_text))) AS word
+  WHERE ts_lexize('english_stem', word) <> '{}'::text[])"""
+
+
+def _bm25(matched: Any, terms: Any, cells: ColumnElement[bool]) -> Select[Any]:
+    """(seq, rank): Okapi BM25 of each matched row (Robertson and Zaragoza 2009).
+
+    rank = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl / avgdl)) over the query's
+    lexemes t in the row, idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5)). Statistics are
+    those of the query's own scope, computed in this statement — no table to keep in step
+    with writes, forgets or a second process: N = the scope's active memories, df = its
+    matched rows holding t (every row holding t matches), tf = t's positions in the row's
+    tsvector ('english' || 'simple', so a word whose stem is itself counts twice), dl =
+    the row's distinct lexemes, avgdl = their mean over the matched rows (ranking on
+    LoCoMo is the same as with the scope's mean, which would cost a scan of every row).
+    """
+    lexemes = func.unnest(matched.c.tsv).table_valued("lexeme", "positions").lateral("lex")
+    tf = cast(func.coalesce(func.array_length(lexemes.c.positions, 1), 1), Float)
+    hits = (
+        select(
+            matched.c.seq,
+            cast(func.length(matched.c.tsv), Float).label("dl"),
+            tf.label("tf"),
+            # df by a window, not a join back: the planner misjudges CTE sizes
+            cast(func.count().over(partition_by=lexemes.c.lexeme), Float).label("df"),
+        )
+        .select_from(matched.join(lexemes, literal_column("true")))
+        # a cast, not a bare subquery: ANY (subquery) would compare with whole arrays
+        .where(lexemes.c.lexeme == func.any(cast(terms, ARRAY(Text))))
+        .cte("hits")
+    )
+    # double precision throughout: ln() of numeric costs about 25 µs a call
+    n = cast(select(func.count()).select_from(_TABLE).where(cells).scalar_subquery(), Float)
+    avgdl = select(cast(func.avg(func.length(matched.c.tsv)), Float)).scalar_subquery()
+    idf = func.ln(1.0 + (n - hits.c.df + 0.5) / (hits.c.df + 0.5))
+    k1: ColumnElement[float] = literal_column(repr(BM25_K1), Float)
+    b: ColumnElement[float] = literal_column(repr(BM25_B), Float)
+    weight = idf * hits.c.tf * (k1 + 1) / (hits.c.tf + k1 * (1 - b + b * hits.c.dl / avgdl))
+    return select(hits.c.seq, func.sum(weight).label("rank")).group_by(hits.c.seq)
 
 
 def _union(parts: list[Select[Any]]) -> Any:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import text as sa_text
 
 from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
 from service.storage import memories
@@ -168,7 +172,9 @@ async def test_core_memories_are_the_most_confident_then_newest_across_banks(db:
     assert [m.seq for m in core] == [m.seq for m in best]
 
 
-async def test_candidates_of_one_statement_equal_search_and_keyword_search(db: Database) -> None:
+async def test_candidates_are_the_nearest_and_the_best_by_okapi_bm25_over_the_scope(
+    db: Database,
+) -> None:
     rng = np.random.default_rng(17)
     words = ("bikes", "Lisbon", "tea", "chess", "Kyoto", "violin")
     async with db.unit_of_work() as session:
@@ -211,8 +217,44 @@ async def test_candidates_of_one_statement_equal_search_and_keyword_search(db: D
         vector_only = await memories.candidates(
             session, scope=scope, query_vector=query, text="  ", limit=30
         )
-    assert both.semantic == semantic
-    assert both.keyword == keyword
-    assert len(keyword) == 30 and {c.memory.owner_id for c in keyword} == {"hana"}
+        lexemes = (
+            await session.execute(
+                sa_text(
+                    "SELECT seq, length(tsv), lexeme, array_length(positions, 1) "
+                    "FROM memories, unnest(tsv) WHERE owner_id = 'hana' AND status = 'active'"
+                )
+            )
+        ).all()
+    # the same nearest memories, each also carrying its BM25 score when it matched a word
+    assert [(c.memory, c.similarity) for c in both.semantic] == [
+        (c.memory, c.similarity) for c in semantic
+    ]
+    expected = _okapi_bm25(lexemes, terms={"bike", "bikes", "kyoto"}, k1=0.9, b=0.4)
+    best = sorted(expected, key=lambda seq: (-expected[seq], seq))[:30]
+    assert [c.memory.seq for c in both.keyword] == best
+    assert [c.text_rank for c in both.keyword] == pytest.approx([expected[s] for s in best])
+    assert [c.text_rank for c in both.semantic] == pytest.approx(
+        [expected.get(c.memory.seq) for c in semantic]
+    )
+    # ts_rank (the /memory search ranking) finds the same rows that match, ranked otherwise
+    assert {c.memory.seq for c in keyword} <= set(expected)
+    assert len(expected) == 54  # of hana's 160 memories, 54 name bikes or Kyoto
+    assert {c.memory.owner_id for c in both.keyword} == {"hana"}
     assert both.exact_fallbacks == 0
     assert vector_only.semantic == semantic and vector_only.keyword == []
+
+
+def _okapi_bm25(rows: Sequence[Any], *, terms: set[str], k1: float, b: float) -> dict[int, float]:
+    """Okapi BM25 by hand over (seq, distinct lexemes, lexeme, positions) rows of a scope:
+    N = the scope's rows, df = rows holding the term, avgdl over the rows that match."""
+    length = {seq: dl for seq, dl, _, _ in rows}
+    tf = {(seq, lex): n or 1 for seq, _, lex, n in rows if lex in terms}
+    matched = {seq for seq, _ in tf}
+    df = {t: sum(1 for seq, lex in tf if lex == t) for t in terms}
+    avgdl = sum(length[s] for s in matched) / len(matched)
+    scores: dict[int, float] = {}
+    for (seq, lex), f in tf.items():
+        idf = math.log(1 + (len(length) - df[lex] + 0.5) / (df[lex] + 0.5))
+        norm = f + k1 * (1 - b + b * length[seq] / avgdl)
+        scores[seq] = scores.get(seq, 0.0) + idf * f * (k1 + 1) / norm
+    return scores

@@ -6,6 +6,8 @@ import pytest
 
 from bench.locomo_retrieval import (
     FUNCTION_WORDS,
+    block_coverage,
+    bootstrap_difference,
     hit_at_k,
     ndcg_at_k,
     question_metrics,
@@ -121,3 +123,25 @@ def test_the_function_word_stop_list_keeps_content_words_that_sklearn_drops() ->
     question = "What did Melanie find when she went to see the fire show?"
     assert tokenize(question) == ["did", "melanie", "went"]
     assert tokenize(question, FUNCTION_WORDS) == ["melanie", "find", "went", "see", "fire", "show"]
+
+
+def test_block_coverage_fills_the_budget_best_first_and_skips_what_does_not_fit() -> None:
+    covers = [{"D1:1"}, {"D2:4", "D2:5"}, {"D3:1"}, {"D1:2"}]
+    costs = [30, 50, 10, 15]
+    # 30 + 50 = 80 of 90; D3:1 (10) still fits, D1:2 (15) no longer does
+    assert block_coverage([0, 1, 2, 3], costs, covers, ("D2:5", "D3:1", "D1:2"), 90) == 2 / 3
+    # a long first item is skipped and the shorter ones after it are kept
+    assert block_coverage([1, 3, 2], costs, covers, ("D1:2", "D3:1"), 40) == 1.0
+    assert block_coverage([], costs, covers, ("D1:1",), 400) == 0.0
+
+
+def test_bootstrap_difference_is_paired_and_reproducible() -> None:
+    ours = [1.0, 1.0, 0.0, 1.0] * 25
+    base = [0.0, 1.0, 0.0, 0.0] * 25
+    first = bootstrap_difference(ours, base, resamples=500, seed=3)
+    assert first == {"diff": 50.0, "low": 40.0, "high": 59.5}
+    assert first == bootstrap_difference(ours, base, resamples=500, seed=3)
+    same = bootstrap_difference(base, base, resamples=200)
+    assert same == {"diff": 0.0, "low": 0.0, "high": 0.0}
+    with pytest.raises(ValueError, match="same length"):
+        bootstrap_difference([1.0], [1.0, 0.0])

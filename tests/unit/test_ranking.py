@@ -56,15 +56,24 @@ def test_recency_is_a_true_half_life(days: float, weight: float) -> None:
     ) == pytest.approx(weight)
 
 
-def test_rrf_adds_both_rankings_and_scales_to_one() -> None:
+def test_fusion_adds_min_max_cosine_and_bm25_over_the_best_half_each() -> None:
     params = RankingParams()
-    semantic = [_cand(1, 0.9), _cand(2, 0.8)]
-    keyword = [_cand(2, 0.8, text_rank=0.5), _cand(3, 0.65, text_rank=0.1)]
+    semantic = [_cand(1, 0.9), _cand(2, 0.8, text_rank=2.0), _cand(4, 0.7, text_rank=0.5)]
+    keyword = [_cand(3, 0.65, text_rank=4.0), _cand(2, 0.8, text_rank=2.0)]
     fused = ranking.fuse(semantic, keyword, params=params)
-    assert [f.candidate.memory.seq for f in fused] == [2, 1, 3]
-    assert fused[0].relevance == pytest.approx((1 / 62 + 1 / 61) / (2 / 61))
-    assert fused[1].relevance == pytest.approx((1 / 61) / (2 / 61))
-    assert [f.keyword for f in fused] == [True, False, True]
+    # cosines 0.8, 0.6, 0.4, 0.3 (min 0.3, spread 0.5); BM25 over the best, 4.0
+    assert [f.candidate.memory.seq for f in fused] == [2, 1, 3, 4]
+    assert [f.relevance for f in fused] == pytest.approx(
+        [0.5 * 0.6 + 0.5 * 0.5, 0.5 * 1.0, 0.5 * 0.0 + 0.5 * 1.0, 0.5 * 0.2 + 0.5 * 0.125]
+    )
+    # a tie (0.5, 0.5) keeps the earlier-stored memory first; keyword: in the BM25 list
+    assert [f.keyword for f in fused] == [True, False, True, False]
+    only_vectors = ranking.fuse(semantic, keyword, params=replace(params, keyword_weight=0.0))
+    assert [f.candidate.memory.seq for f in only_vectors] == [1, 2, 4, 3]
+    assert [f.relevance for f in only_vectors] == pytest.approx([1.0, 0.6, 0.2, 0.0])
+    assert ranking.fuse([], [], params=params) == []
+    one = ranking.fuse([_cand(5, 0.8)], [], params=params)
+    assert [(f.candidate.memory.seq, f.relevance) for f in one] == [(5, 0.5)]
 
 
 def test_bands_keep_relevant_and_keyword_matches_above_the_floor() -> None:
@@ -139,10 +148,14 @@ def test_strength_scales_by_confidence_and_use_refreshes_recency() -> None:
     doubtful = replace(old, seq=3, confidence=0.4)
     fused = [ranking.Fused(Candidate(m, 0.9, 0.8), 1.0, False) for m in (old, used, doubtful)]
     scores = {r.memory.seq: r.score for r in ranking.score_fused(fused, now=NOW, params=params)}
-    # 0.8 × 1 + 0.2 × recency, × (1 − 0.1 × (1 − confidence))
+    # 0.95 × 1 + 0.05 × recency, × (1 − 0.1 × (1 − confidence))
     assert scores == pytest.approx(
-        {1: (0.8 + 0.2 * 0.25) * 0.99, 2: (0.8 + 0.2 * 0.5) * 0.99, 3: (0.8 + 0.2 * 0.25) * 0.94}
+        {
+            1: (0.95 + 0.05 * 0.25) * 0.99,
+            2: (0.95 + 0.05 * 0.5) * 0.99,
+            3: (0.95 + 0.05 * 0.25) * 0.94,
+        }
     )
     plain = RankingParams(confidence_weight=0.0, refresh_on_use=False)
     unscaled = {r.memory.seq: r.score for r in ranking.score_fused(fused, now=NOW, params=plain)}
-    assert unscaled == pytest.approx({1: 0.85, 2: 0.85, 3: 0.85})
+    assert unscaled == pytest.approx({1: 0.9625, 2: 0.9625, 3: 0.9625})
