@@ -66,9 +66,15 @@ async def update(rt: Runtime, *, chat_id: str, chat_quiet: bool) -> str:
     (the same turns still uncovered, the same summary version current). A chat deleted or
     a fact forgotten during the call erased those texts, so the answer is dropped.
 
+    Two jobs of one chat (quiet checks of several turns fire together) must not ask the LLM
+    for the same fold: the uncovered turns are claimed for the call (`turns.claim`, released
+    afterwards, or expired after twice the LLM timeout), and a job that finds them claimed
+    leaves the fold to the job that holds them.
+
     Returns:
         "folded", "waiting", "dropped", "invalid", "changed" (dropped: the chat changed
-        during the call) or "nothing" (no uncovered turns).
+        during the call), "busy" (another job is folding these turns) or "nothing" (no
+        uncovered turns).
 
     Raises:
         LLMUnavailable: the LLM could not answer (the job is retried; texts stay).
@@ -90,12 +96,32 @@ async def update(rt: Runtime, *, chat_id: str, chat_quiet: bool) -> str:
         if decision is policy.FoldDecision.DROP:
             await turns.erase_texts(session, turn_ids=[t.id for t in uncovered])
             return "dropped"
+        ids = [t.id for t in uncovered]
+        if await turns.any_claimed(session, turn_ids=ids):
+            return "busy"
+        await turns.claim(session, turn_ids=ids, for_s=2 * rt.settings.llm_timeout_s + 30)
         previous = None
         if state is not None:
             # forgotten, archived or moved to another bank: start again from what is left
             previous = await memories.get(
                 session, scope=_chat_scope(chat_id), memory_id=state.memory_id
             )
+    try:
+        return await _fold(rt, chat_id=chat_id, state=state, previous=previous, uncovered=uncovered)
+    finally:
+        async with rt.db.unit_of_work() as session:
+            await turns.release_claims(session, turn_ids=ids)
+
+
+async def _fold(
+    rt: Runtime,
+    *,
+    chat_id: str,
+    state: chat_summaries.ChatSummaryState | None,
+    previous: Memory | None,
+    uncovered: Sequence[Turn],
+) -> str:
+    """The LLM call of `update` and the write after it (the turns are claimed meanwhile)."""
     ids = [t.id for t in uncovered]
     try:
         text = await _ask_for_summary(rt, previous=previous, uncovered=uncovered)

@@ -198,6 +198,18 @@ async def claim(session: AsyncSession, *, turn_ids: Sequence[int], for_s: float)
         )
 
 
+async def any_claimed(session: AsyncSession, *, turn_ids: Sequence[int]) -> bool:
+    """True when one of these turns is claimed now (database clock)."""
+    if not turn_ids:
+        return False
+    stmt = (
+        select(func.count())
+        .select_from(TurnRow)
+        .where(TurnRow.id.in_(list(turn_ids)), TurnRow.claimed_until > func.now())
+    )
+    return bool((await session.execute(stmt)).scalar())
+
+
 async def release_claims(session: AsyncSession, *, turn_ids: Sequence[int] | None = None) -> None:
     """Let other jobs take these turns again (None: every turn, at start-up)."""
     stmt = update(TurnRow).where(TurnRow.claimed_until.is_not(None))

@@ -46,9 +46,9 @@ def test_add_edit_assign_and_forget_all_work_in_a_temporary_chat(service: LiveSe
     assert added.startswith("Remembered in Personal:")
     assert edited.startswith("Changed:")
     assert moved.startswith("Moved to Interaction Patterns:")
-    assert after_edits == [("interaction_patterns", "I keep three beehives")]
+    assert after_edits == [("interaction_patterns", "User keeps three beehives")]
     assert forgotten.startswith("Forgotten ")
-    assert _contents(service) == [("interaction_patterns", "I keep three beehives")]
+    assert _contents(service) == [("interaction_patterns", "User keeps three beehives")]
 
     asked = _command(service, "/memory forget all")
     code = re.search(r"/memory forget all ([0-9a-f]{6})", asked)
