@@ -7,7 +7,7 @@ import logging
 
 import typer
 
-from service.cli import doctor, openwebui, summarize, turns, worker
+from service.cli import doctor, memories, openwebui, summarize, turns, worker
 from service.cli.failures import fail
 from service.config import Settings
 from service.errors import MemoryServiceError
@@ -111,6 +111,7 @@ app.command("restore")(summarize.restore)
 app.command("doctor")(doctor.doctor)
 app.command("worker")(worker.worker)
 app.add_typer(turns.app, name="turns")
+app.add_typer(memories.app, name="memories")
 
 
 def main() -> None:  # pragma: no cover

@@ -21,6 +21,7 @@ from service.core.records import (
     ChatContext,
     ChatKind,
     Memory,
+    OwnerKind,
     ReadScope,
     Scope,
     SourceKind,
@@ -358,7 +359,8 @@ async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
 
 
 def export_json(rows: list[Memory]) -> list[dict[str, object]]:
-    """Memories as plain JSON objects (the export format of the API and `/memory export`)."""
+    """Memories as plain JSON objects (the export format of the API and `/memory export`;
+    read back by service/core/imports.py `parse_export`)."""
     return [
         {
             "id": text.encode_id(m.seq),
@@ -369,6 +371,9 @@ def export_json(rows: list[Memory]) -> list[dict[str, object]]:
             "confidence": m.confidence,
             "status": m.status.value,
             "source": m.source_kind.value,
+            "source_chat_id": m.source_chat_id,
+            "source_message_id": m.source_message_id,
+            "folder_id": m.owner_id if m.owner_kind is OwnerKind.FOLDER else None,
             "created_at": m.created_at.isoformat(),
             "updated_at": m.updated_at.isoformat(),
         }
