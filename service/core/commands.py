@@ -37,6 +37,7 @@ class CommandName(StrEnum):
     PAUSE = "pause"  #: stop learning from chats
     RESUME = "resume"  #: learn again
     REMINDERS = "reminders"  #: pending and recently shown reminders
+    IMPORT = "import"  #: pasted facts or a JSON export, written after a confirmation code
 
 
 _ALIASES = {
@@ -221,7 +222,8 @@ HELP_TEXT = """**Memory commands**
 - `/memory banks` — the banks and what this chat may read and write
 - `/memory profile` — the core memories sent with every message
 - `/memory why` — which memories went into the last reply, with their scores
-- `/memory export` — all your memories as JSON
+- `/memory export` — all your memories as JSON (`/memory export markdown` to read them)
+- `/memory import` + pasted text — add facts, one a line, or a JSON export (asks for a code)
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
 

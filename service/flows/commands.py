@@ -29,10 +29,13 @@ from service.core.records import (
 )
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import context as context_flow
+from service.flows import import_command
+from service.flows import imports as import_flow
 from service.flows import memories as memory_flow
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
+from service.storage import imports as import_store
 from service.storage import memories, turns, user_state
 
 LIST_LIMIT = 50
@@ -264,6 +267,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
         # what the user said but was not extracted yet is forgotten too; then the memories an
         # extraction finishing meanwhile wrote are read with the rest
         await turns.discard(session, user_id=chat.user_id)
+        await import_store.discard_pending(session, user_id=chat.user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
     await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")
@@ -340,6 +344,8 @@ async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
 async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=scope)
+    if command.args.lower() in ("markdown", "md"):
+        return import_flow.export_markdown(rows)
     data = export_json(rows)
     answer = (
         f"**Your memories** ({len(rows)}) as JSON:\n\n```json\n"
@@ -379,6 +385,10 @@ def export_json(rows: list[Memory]) -> list[dict[str, object]]:
         }
         for m in rows
     ]
+
+
+async def _import(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    return await import_command.run(rt, chat, command.args, now=command.at)
 
 
 async def _reminders(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -427,4 +437,5 @@ _HANDLERS = {
     CommandName.PAUSE: _pause,
     CommandName.RESUME: _resume,
     CommandName.REMINDERS: _reminders,
+    CommandName.IMPORT: _import,
 }
