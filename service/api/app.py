@@ -64,6 +64,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.include_router(chat.router, dependencies=[Depends(require_key)])
     app.include_router(memories.router, dependencies=[Depends(require_key)])
     app.include_router(imports.router, dependencies=[Depends(require_key)])
+    app.include_router(imports.chat_router, dependencies=[Depends(require_key)])
     app.include_router(memories.chats, dependencies=[Depends(require_key)])
     app.include_router(reminders.router, dependencies=[Depends(require_key)])
     app.include_router(admin.router, dependencies=[Depends(require_key)])

@@ -28,7 +28,7 @@ from typing import Any
 from service.core import commands as text
 from service.core import privacy
 from service.core.extraction import OpKind, TurnText, build_messages, parse_operations
-from service.core.imports import TAG_TEXT, ImportItem, parse_export, split_facts
+from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export, split_facts
 from service.core.records import Bank, ChatContext, Scope, SourceKind
 from service.errors import ExtractionOutputInvalid, InvalidInput, LLMNotConfigured, LLMUnavailable
 from service.flows import imports
@@ -72,6 +72,12 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
     word, _, rest = args.partition(" ")
     if word.lower() == "confirm":
         return await _confirm(rt, chat, rest.strip())
+    if args.strip().lower() == OPENWEBUI_WORD:
+        # the filter answers this one itself, with the memories it reads inside Open WebUI
+        return (
+            "`/memory import openwebui` works through the memory filter inside Open WebUI; "
+            "this one could not read Open WebUI's memories."
+        )
     if not args.strip():
         return USAGE
     at = now or datetime.now(UTC)
@@ -257,3 +263,51 @@ async def _confirm(rt: Runtime, chat: ChatContext, code: str) -> str:
     if not report.added:
         return f"Nothing was added{_skipped(report)}."
     return f"**Imported {len(report.added)} memories**{_skipped(report)}:\n\n{lines}"
+
+
+OPENWEBUI_WORD = "openwebui"
+"""`/memory import openwebui`: the filter answers it with the user's Open WebUI memories."""
+
+
+async def from_openwebui(
+    rt: Runtime, chat: ChatContext, memories: list[tuple[str, datetime, datetime]]
+) -> str:
+    """Import the sender's memories of Open WebUI's built-in Memory feature, read by the
+    filter inside Open WebUI: (content, created_at, updated_at) each, into Personal (no LLM
+    needed), tagged `import:openwebui`, dated with their original times. Deduplicated like
+    extraction against what is stored, so a second run adds nothing. Private chats only.
+    """
+    if chat.collaborative:
+        return "That didn't work: import works in a private chat only."
+    if not memories:
+        return (
+            "Open WebUI holds no memories of yours to import (Settings → Personalization → Memory)."
+        )
+    items = [
+        ImportItem(
+            bank=Bank.PERSONAL,
+            content=content[:2_000],
+            tags=(TAG_OPENWEBUI,),
+            confidence=1.0,
+            source_kind=SourceKind.MANUAL,  # the user wrote or accepted it in Open WebUI
+            source_chat_id=None,
+            source_message_id=None,
+            created_at=created,
+            updated_at=max(created, updated),
+        )
+        for content, created, updated in memories
+    ]
+    report = await imports.run(
+        rt,
+        items=items,
+        cell_for=_chat_cells(chat),
+        exact=False,
+        actor=f"user:{chat.user_id}",
+        reason="imported from Open WebUI's built-in memory",
+    )
+    if not report.added:
+        return f"Nothing new to import from Open WebUI{_skipped(report)}."
+    lines = "\n".join(text.memory_line(m) for m in report.added)
+    return (
+        f"**Imported {len(report.added)} memories from Open WebUI**{_skipped(report)}:\n\n{lines}"
+    )
