@@ -7,7 +7,15 @@ import logging
 
 import typer
 
-from service.cli import doctor, memories, openwebui, summarize, turns, worker
+from service.cli import (
+    doctor,
+    memories,
+    openwebui,
+    openwebui_memories,
+    summarize,
+    turns,
+    worker,
+)
 from service.cli.failures import fail
 from service.config import Settings
 from service.errors import MemoryServiceError
@@ -105,6 +113,7 @@ def api_key() -> None:
     typer.echo(Settings().bearer_key())
 
 
+openwebui.app.command("import-memories")(openwebui_memories.import_memories_command)
 app.add_typer(openwebui.app, name="openwebui")
 app.command("summarize")(summarize.summarize)
 app.command("restore")(summarize.restore)

@@ -224,8 +224,10 @@ HELP_TEXT = """**Memory commands**
 - `/memory why` — which memories went into the last reply, with their scores
 - `/memory export` — all your memories as JSON (`/memory export markdown` to read them)
 - `/memory import` + pasted text — add facts, one a line, or a JSON export (asks for a code)
+- `/memory import openwebui` — bring your memories from Open WebUI's own Memory feature
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
+- `/memory help` — this list
 
 Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. Commands work in
 temporary chats too; only learning by itself never happens there. To set a reminder,

@@ -283,6 +283,26 @@ async def from_openwebui(
         return (
             "Open WebUI holds no memories of yours to import (Settings → Personalization → Memory)."
         )
+    report = await import_openwebui(
+        rt, cell_for=_chat_cells(chat), memories=memories, actor=f"user:{chat.user_id}"
+    )
+    if not report.added:
+        return f"Nothing new to import from Open WebUI{_skipped(report)}."
+    lines = "\n".join(text.memory_line(m) for m in report.added)
+    return (
+        f"**Imported {len(report.added)} memories from Open WebUI**{_skipped(report)}:\n\n{lines}"
+    )
+
+
+async def import_openwebui(
+    rt: Runtime,
+    *,
+    cell_for: imports.CellFor,
+    memories: list[tuple[str, datetime, datetime]],
+    actor: str,
+) -> imports.ImportReport:
+    """Write Open WebUI memories ((content, created_at, updated_at) each) as Personal
+    memories tagged `import:openwebui` with their own dates; fuzzy dedup (see imports.py)."""
     items = [
         ImportItem(
             bank=Bank.PERSONAL,
@@ -297,17 +317,11 @@ async def from_openwebui(
         )
         for content, created, updated in memories
     ]
-    report = await imports.run(
+    return await imports.run(
         rt,
         items=items,
-        cell_for=_chat_cells(chat),
+        cell_for=cell_for,
         exact=False,
-        actor=f"user:{chat.user_id}",
+        actor=actor,
         reason="imported from Open WebUI's built-in memory",
-    )
-    if not report.added:
-        return f"Nothing new to import from Open WebUI{_skipped(report)}."
-    lines = "\n".join(text.memory_line(m) for m in report.added)
-    return (
-        f"**Imported {len(report.added)} memories from Open WebUI**{_skipped(report)}:\n\n{lines}"
     )

@@ -67,3 +67,12 @@ def test_a_bad_export_is_refused_with_a_sentence(data: object, sentence: str) ->
     with pytest.raises(ValueError) as caught:
         parse_export(data)
     assert str(caught.value) == sentence
+
+
+def test_help_lists_every_command_and_the_import_and_export_forms() -> None:
+    from service.core.commands import HELP_TEXT, CommandName
+
+    missing = [name.value for name in CommandName if f"`/memory {name.value}" not in HELP_TEXT]
+    assert missing == []
+    for form in ("/memory export markdown", "/memory import`", "/memory import openwebui"):
+        assert form in HELP_TEXT
