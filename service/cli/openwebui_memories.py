@@ -83,8 +83,11 @@ def read_account_memories(
         content = str(row.get("content") or "").strip()
         if not content:
             continue
-        created = datetime.fromtimestamp(float(row.get("created_at") or 0), UTC)
-        updated = datetime.fromtimestamp(float(row.get("updated_at") or 0), UTC)
+        try:
+            created = datetime.fromtimestamp(float(row.get("created_at") or 0), UTC)
+            updated = datetime.fromtimestamp(float(row.get("updated_at") or 0), UTC)
+        except (OverflowError, ValueError, OSError):
+            created = updated = datetime.now(UTC)  # a date Open WebUI cannot have written
         found.append((content, created, max(created, updated)))
     return str(me["id"]), found
 

@@ -348,3 +348,30 @@ def test_cli_says_why_a_file_cannot_be_imported(tmp_path: Path) -> None:
         1,
         f"error: {file} is not JSON (line 1: Expecting property name enclosed in double quotes)\n",
     )
+
+
+def test_nul_characters_and_huge_dates_get_a_sentence_and_nothing_is_written(
+    service: LiveService,
+) -> None:
+    at = "2025-01-01T00:00:00Z"
+    answer = service.client.post(
+        "/v1/users/u1/memories/import",
+        json=[
+            {"bank": "personal", "content": "I keep bees", "created_at": at},
+            {"bank": "personal", "content": "I keep\u0000 wasps", "created_at": at},
+        ],
+    )
+    assert answer.status_code == 400
+    assert answer.json()["detail"] == (
+        "a value cannot be stored: text with a NUL character, or a number out of range"
+    )
+    assert service.client.get("/v1/users/u1/memories").json()["total"] == 0
+    chat = {"user_id": "u1", "kind": "saved", "chat_id": "c1"}
+    far = service.client.post(
+        "/v1/imports/openwebui",
+        json={"chat": chat, "memories": [{"id": "m", "content": "x", "created_at": 1e300}]},
+    )
+    assert far.status_code == 422
+    assert far.json()["detail"] == (
+        "memories.0.created_at: Input should be less than or equal to 253402300799"
+    )

@@ -15,6 +15,9 @@ from service.core.imports import MAX_IMPORT_ITEMS
 from service.flows import import_command, imports
 
 router = APIRouter(prefix="/v1/users/{user_id}/memories", tags=["memories"])
+
+MAX_EPOCH_S = 253_402_300_799
+"""9999-12-31T23:59:59Z, the last second Python's datetime holds."""
 chat_router = APIRouter(prefix="/v1", tags=["chat"])
 
 
@@ -25,8 +28,8 @@ class OpenWebUIMemory(BaseModel):
 
     id: str = Field(min_length=1, max_length=255)
     content: str = Field(max_length=20_000)
-    created_at: float = Field(ge=0, description="epoch seconds")
-    updated_at: float | None = Field(default=None, ge=0, description="epoch seconds")
+    created_at: float = Field(ge=0, le=MAX_EPOCH_S, description="epoch seconds")
+    updated_at: float | None = Field(default=None, ge=0, le=MAX_EPOCH_S, description="epoch s")
 
 
 class OpenWebUIImport(BaseModel):
