@@ -1,7 +1,8 @@
 """Run a `/memory …` command for one chat and return the exact text to show (DESIGN §9).
 
 Every command sees only what the chat may see (DESIGN §3): in a shared chat the Personal
-bank is neither listed nor changed. No LLM is involved.
+bank is neither listed nor changed. No LLM is involved, except by `/memory import` of
+free text (service/flows/import_command.py).
 """
 
 from __future__ import annotations
