@@ -375,3 +375,27 @@ def test_nul_characters_and_huge_dates_get_a_sentence_and_nothing_is_written(
     assert far.json()["detail"] == (
         "memories.0.created_at: Input should be less than or equal to 253402300799"
     )
+
+
+def test_the_same_file_imported_twice_at_once_is_written_once(
+    seeded: LiveService, empty_instance: tuple[LiveService, str]
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    exported = seeded.client.get("/v1/users/u1/memories/export", params={"folder_id": "f1"})
+    target, _ = empty_instance
+    headers = {"Authorization": f"Bearer {target.api_key}"}
+
+    def post(_: int) -> int:
+        with httpx.Client(base_url=target.base_url, headers=headers, timeout=60) as client:
+            answer = client.post("/v1/users/u1/memories/import", json=exported.json())
+            assert answer.status_code == 200, answer.text
+            return int(answer.json()["added"])
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        added = list(pool.map(post, range(4)))
+    assert sum(added) == ACTIVE_OF_U1
+    restored = target.client.get("/v1/users/u1/memories/export", params={"folder_id": "f1"})
+    assert len(restored.json()) == ACTIVE_OF_U1
