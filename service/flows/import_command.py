@@ -128,13 +128,18 @@ async def _items(
     if body.startswith(("[", "{")):
         try:
             data = json.loads(body)
-        except json.JSONDecodeError:
-            data = None
-        if data is not None:
-            try:
-                return list(parse_export(data).items), True
-            except ValueError as exc:
-                raise InvalidInput(str(exc)) from exc
+        except json.JSONDecodeError as exc:
+            # most likely an export cut at the command's 4,000 characters: never read its
+            # lines as facts
+            raise InvalidInput(
+                "that looks like a memory export but is not complete JSON; a chat command "
+                "holds at most 4,000 characters, so import a larger export with "
+                "`python -m service memories import` or POST …/memories/import"
+            ) from exc
+        try:
+            return list(parse_export(data).items), True
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from exc
     default = Bank.PERSONAL
     if rt.llm.configured:
         extracted = await _extract(rt, chat, body, at=at)

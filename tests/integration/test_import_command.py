@@ -302,3 +302,18 @@ async def test_the_filter_reads_the_senders_open_webui_memories_in_process(
     assert await filter_module._openwebui_memories("nobody") == []
     assert filter_module._is_openwebui_import("/memory  IMPORT openwebui ")
     assert not filter_module._is_openwebui_import("/memory import openwebui rocks")
+
+
+async def test_a_cut_off_export_is_refused_not_read_as_facts(
+    service: LiveService, pipe: Any
+) -> None:
+    ivy = Session(_harness(service), pipe, "ivy")
+    answer, _ = await ivy.type(
+        '/memory import [{"bank": "personal", "content": "User rows on Sundays",\n"tags": ['
+    )
+    assert answer == (
+        "That didn't work: that looks like a memory export but is not complete JSON; a chat "
+        "command holds at most 4,000 characters, so import a larger export with "
+        "\\`python \\-m service memories import\\` or POST …/memories/import."
+    )
+    assert service.client.get("/v1/users/ivy/memories").json()["total"] == 0
