@@ -352,6 +352,11 @@ async def _route_command(
     is called (Open WebUI gives filters no other way to answer a turn themselves).
     """
     command: dict[str, Any] = {"command": text[:4000]}
+    path = "/v1/commands"
+    if _is_openwebui_import(text):
+        owui = await _openwebui_memories(sender[0])
+        if owui is not None:
+            path, command = "/v1/imports/openwebui", {"memories": owui}
     now = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
     if now is not None:
         command["now"] = now
@@ -359,7 +364,7 @@ async def _route_command(
         response = await asyncio.wait_for(
             _post_for_chat(
                 valves,
-                "/v1/commands",
+                path,
                 command,
                 timeout_s=valves.command_timeout_s,
                 kind=kind,
@@ -387,6 +392,34 @@ def _answer_with_pipe(
     if isinstance(body.get("metadata"), dict):
         body["metadata"][COMMAND_METADATA_KEY] = {"text": answer}
     body["model"] = valves.commands_model_id
+
+
+def _is_openwebui_import(text: str) -> bool:
+    """True for `/memory import openwebui` (any case, any spacing)."""
+    return [w.lower() for w in text.split()[1:]] == ["import", "openwebui"]
+
+
+async def _openwebui_memories(user_id: str) -> list[dict[str, Any]] | None:
+    """The sender's own memories of Open WebUI's built-in Memory feature, read in-process
+    (Open WebUI's REST API lets each user read only their own, and an admin nobody else's);
+    None outside Open WebUI or when the lookup fails (the service then says why)."""
+    if not _open_webui_present():
+        return None
+    try:
+        table = importlib.import_module("open_webui.models.memories").Memories
+        rows = await _resolved(table.get_memories_by_user_id(user_id))
+    except Exception as exc:
+        log.warning("reading Open WebUI memories failed: %r", exc)
+        return None
+    return [
+        {
+            "id": str(_field(row, "id")),
+            "content": str(_field(row, "content") or ""),
+            "created_at": _field(row, "created_at") or 0,
+            "updated_at": _field(row, "updated_at"),
+        }
+        for row in rows or []
+    ]
 
 
 def _drop_command_turns(body: dict[str, Any]) -> None:

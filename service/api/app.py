@@ -14,7 +14,7 @@ from service import __version__, bootstrap, observability
 from service.api import errors
 from service.api.deps import require_key
 from service.api.guard import RequestGuard
-from service.api.routes import admin, chat, health, memories, reminders
+from service.api.routes import admin, chat, health, imports, memories, reminders
 from service.config import Settings
 from service.embeddings.encoder import Encoder
 from service.jobs import background
@@ -73,6 +73,8 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.include_router(health.router)
     app.include_router(chat.router, dependencies=[Depends(require_key)])
     app.include_router(memories.router, dependencies=[Depends(require_key)])
+    app.include_router(imports.router, dependencies=[Depends(require_key)])
+    app.include_router(imports.chat_router, dependencies=[Depends(require_key)])
     app.include_router(memories.chats, dependencies=[Depends(require_key)])
     app.include_router(reminders.router, dependencies=[Depends(require_key)])
     app.include_router(admin.router, dependencies=[Depends(require_key)])

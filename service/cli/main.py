@@ -7,7 +7,15 @@ import logging
 
 import typer
 
-from service.cli import doctor, openwebui, summarize, turns, worker
+from service.cli import (
+    doctor,
+    memories,
+    openwebui,
+    openwebui_memories,
+    summarize,
+    turns,
+    worker,
+)
 from service.cli import eval as eval_cli
 from service.cli.failures import fail
 from service.config import Settings
@@ -106,6 +114,7 @@ def api_key() -> None:
     typer.echo(Settings().bearer_key())
 
 
+openwebui.app.command("import-memories")(openwebui_memories.import_memories_command)
 app.add_typer(openwebui.app, name="openwebui")
 app.command("summarize")(summarize.summarize)
 app.command("restore")(summarize.restore)
@@ -113,6 +122,7 @@ app.command("doctor")(doctor.doctor)
 app.command("worker")(worker.worker)
 app.add_typer(turns.app, name="turns")
 app.command("eval")(eval_cli.evaluate_command)
+app.add_typer(memories.app, name="memories")
 
 
 def main() -> None:  # pragma: no cover

@@ -36,6 +36,7 @@ class CommandName(StrEnum):
     PAUSE = "pause"  #: stop learning from chats
     RESUME = "resume"  #: learn again
     REMINDERS = "reminders"  #: pending and recently shown reminders
+    IMPORT = "import"  #: pasted facts or a JSON export, written after a confirmation code
 
 
 _ALIASES = {
@@ -223,9 +224,12 @@ not used in these chats)
 - `/memory banks` — the banks and what this chat may read and write
 - `/memory profile` — the core memories sent with every message
 - `/memory why` — which memories went into this chat's last reply, with their scores
-- `/memory export` — all your memories as JSON
+- `/memory export` — all your memories as JSON (`/memory export markdown` to read them)
+- `/memory import` + pasted text — add facts, one a line, or a JSON export (asks for a code)
+- `/memory import openwebui` — bring your memories from Open WebUI's own Memory feature
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
+- `/memory help` — this list
 
 Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. Commands work in
 temporary chats too; only learning by itself never happens there. To set a reminder,

@@ -1,7 +1,8 @@
 """Run a `/memory …` command for one chat and return the exact text to show (DESIGN §9).
 
 Every command sees only what the chat may see (DESIGN §3): in a shared chat the Personal
-bank is neither listed nor changed. No LLM is involved.
+bank is neither listed nor changed. No LLM is involved, except by `/memory import` of
+free text (service/flows/import_command.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from service.core.records import (
     ChatContext,
     ChatKind,
     Memory,
+    OwnerKind,
     ReadScope,
     Scope,
     SourceKind,
@@ -28,10 +30,13 @@ from service.core.records import (
 )
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import context as context_flow
+from service.flows import import_command
+from service.flows import imports as import_flow
 from service.flows import memories as memory_flow
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
+from service.storage import imports as import_store
 from service.storage import memories, turns, user_state
 
 LIST_LIMIT = 50
@@ -278,6 +283,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
         # what the user said but was not extracted yet is forgotten too; then the memories an
         # extraction finishing meanwhile wrote are read with the rest
         await turns.discard(session, user_id=chat.user_id)
+        await import_store.discard_pending(session, user_id=chat.user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
     await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")
@@ -374,6 +380,8 @@ def _is_profile_item(item: dict[str, object]) -> bool:
 async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=scope)
+    if command.args.lower() in ("markdown", "md"):
+        return import_flow.export_markdown(rows)
     data = export_json(rows)
     answer = (
         f"**Your memories** ({len(rows)}) as JSON:\n\n```json\n"
@@ -393,7 +401,8 @@ async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
 
 
 def export_json(rows: list[Memory]) -> list[dict[str, object]]:
-    """Memories as plain JSON objects (the export format of the API and `/memory export`)."""
+    """Memories as plain JSON objects (the export format of the API and `/memory export`;
+    read back by service/core/imports.py `parse_export`)."""
     return [
         {
             "id": text.encode_id(m.seq),
@@ -404,11 +413,18 @@ def export_json(rows: list[Memory]) -> list[dict[str, object]]:
             "confidence": m.confidence,
             "status": m.status.value,
             "source": m.source_kind.value,
+            "source_chat_id": m.source_chat_id,
+            "source_message_id": m.source_message_id,
+            "folder_id": m.owner_id if m.owner_kind is OwnerKind.FOLDER else None,
             "created_at": m.created_at.isoformat(),
             "updated_at": m.updated_at.isoformat(),
         }
         for m in rows
     ]
+
+
+async def _import(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
+    return await import_command.run(rt, chat, command.args, now=command.at)
 
 
 async def _reminders(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -457,4 +473,5 @@ _HANDLERS = {
     CommandName.PAUSE: _pause,
     CommandName.RESUME: _resume,
     CommandName.REMINDERS: _reminders,
+    CommandName.IMPORT: _import,
 }

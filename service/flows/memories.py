@@ -18,6 +18,7 @@ from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
 from service.storage import audit, memories, profiles, turns, user_state
 from service.storage import consolidation as consolidation_store
+from service.storage import imports as import_store
 
 
 def owned_scope(
@@ -339,6 +340,7 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     async with rt.db.unit_of_work() as session:
         await profiles.remove_user(session, user_id=user_id)
         await user_state.remove_user(session, user_id=user_id)
+        await import_store.discard_pending(session, user_id=user_id)
     profile_flow.drop_cached(user_id)
     return count
 

@@ -96,12 +96,14 @@ async def insert(
     created_at: datetime,
     embedding: np.ndarray | None,
     embedding_model: str | None,
+    updated_at: datetime | None = None,
 ) -> Memory:
     """Insert an active memory and return it.
 
     Args:
         embedding: (384,) float32, L2-normalized, or None to embed later.
         created_at: when the fact was stated (tz-aware).
+        updated_at: its last change (tz-aware; a restored memory keeps it); None = created_at.
     """
     row = MemoryRow(
         id=uuid.uuid4(),
@@ -116,7 +118,7 @@ async def insert(
         source_chat_id=source_chat_id,
         source_message_id=source_message_id,
         created_at=created_at,
-        updated_at=created_at,
+        updated_at=updated_at or created_at,
         last_used_at=None,
         version=1,
         embedding=embedding,

@@ -267,3 +267,15 @@ class ReminderRow(Base):
             postgresql_where=text("fired_at IS NULL AND cancelled_at IS NULL"),
         ),
     )
+
+
+class PendingImportRow(Base):
+    """A `/memory import` shown to its user and waiting for the confirmation code; one per
+    user, replaced by the next preview, deleted when confirmed, expired or the user is."""
+
+    __tablename__ = "pending_imports"
+
+    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    code: Mapped[str] = mapped_column(String(16))
+    items: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -25,6 +25,7 @@ Run on its own: `python -m tests.support.llm_stub --port 8089` (Ctrl-C stops it)
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import threading
@@ -214,6 +215,18 @@ def _count_words(value: Any) -> int:
     return 0
 
 
+def _embeddings(texts: Any) -> dict[str, Any]:
+    """An OpenAI-style embeddings answer: 8 numbers a text, derived from its hash."""
+    items = texts if isinstance(texts, list) else [texts]
+    data = []
+    for index, text in enumerate(items):
+        digest = hashlib.sha256(str(text).encode()).digest()
+        data.append(
+            {"object": "embedding", "index": index, "embedding": [b / 255 for b in digest[:8]]}
+        )
+    return {"object": "list", "data": data, "model": "stub-embedding", "usage": {}}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "LLMStub/1.0"
@@ -247,6 +260,10 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             decoded = None
         body: dict[str, Any] = decoded if isinstance(decoded, dict) else {"_raw": raw}
+        if self.path.rstrip("/") in ("/v1/embeddings", "/embeddings"):
+            # Open WebUI embeds its own memories (e2e): not an LLM call, so not recorded
+            self._send_json(200, _embeddings(body.get("input")))
+            return
         self.stub._record(body)
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._send_error(404, f"no route for POST {self.path}")

@@ -164,9 +164,9 @@ def test_a_failing_responder_answers_500(stub: LLMStub) -> None:
 
 
 def test_unknown_paths_and_bad_bodies_are_refused(stub: LLMStub) -> None:
-    missing = _post(f"{stub.base_url}/embeddings", json={"input": "x"})
+    missing = _post(f"{stub.base_url}/completions", json={"input": "x"})
     assert missing.status_code == 404
-    assert missing.json()["error"]["message"] == "no route for POST /v1/embeddings"
+    assert missing.json()["error"]["message"] == "no route for POST /v1/completions"
     bad = _post(
         f"{stub.base_url}/chat/completions",
         content=b"not json",
@@ -175,6 +175,15 @@ def test_unknown_paths_and_bad_bodies_are_refused(stub: LLMStub) -> None:
     assert bad.status_code == 400
     assert bad.json()["error"]["message"] == "the request body is not a JSON object"
     assert stub.requests == [{"input": "x"}, {"_raw": "not json"}]
+
+
+def test_embeddings_are_answered_and_not_recorded_as_model_calls(stub: LLMStub) -> None:
+    answer = _post(f"{stub.base_url}/embeddings", json={"input": ["a", "b"], "model": "m"})
+    assert answer.status_code == 200
+    data = answer.json()["data"]
+    assert [(d["index"], len(d["embedding"])) for d in data] == [(0, 8), (1, 8)]
+    assert data[0]["embedding"] != data[1]["embedding"]
+    assert stub.requests == []
 
 
 def test_stop_releases_the_port() -> None:

@@ -96,7 +96,8 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
 async def post_command(body: CommandRequest, rt: RuntimeDep) -> CommandResponse:
     """Run a `/memory …` command typed in the chat; `text` is shown to the user verbatim.
 
-    No LLM is used. Unknown commands and wrong ids get a helpful `text`, not an error.
+    No LLM is used (but by `/memory import` of free text). Unknown commands and wrong ids get
+    a helpful `text`, not an error.
     """
     name, text = await commands.run_command(
         rt, chat=body.chat.to_record(), command_text=body.command, now=body.now

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 
 from fastapi import APIRouter, Path, Query, Response, status
 
@@ -11,6 +12,7 @@ from service.api.schemas import MemoryCreate, MemoryList, MemoryRead, MemoryUpda
 from service.core.records import Bank
 from service.flows import memories
 from service.flows.commands import export_json
+from service.flows.imports import export_markdown
 
 router = APIRouter(prefix="/v1/users/{user_id}/memories", tags=["memories"])
 chats = APIRouter(prefix="/v1", tags=["memories"])
@@ -68,15 +70,21 @@ async def search_memories(
     return MemoryList(items=[MemoryRead.from_record(m) for m in found], total=len(found))
 
 
-@router.get("/export")
+@router.get("/export", response_model=None)
 async def export_memories(
     rt: RuntimeDep,
     user_id: str = UserId,
     folder_id: str | None = Query(default=None, max_length=255),
-) -> list[dict[str, object]]:
+    format: Literal["json", "markdown"] = Query(
+        default="json", description="json (to import again) or markdown (to read)"
+    ),
+) -> list[dict[str, object]] | Response:
     """Every memory of the user that still has content (active, superseded, archived), as
-    JSON — the same data `/memory export` shows."""
+    JSON — the same data `/memory export` shows, and what `POST …/memories/import` reads —
+    or, with `format=markdown`, the active ones as a document for people."""
     rows = await memories.export_for_user(rt, user_id=user_id, folder_id=folder_id)
+    if format == "markdown":
+        return Response(content=export_markdown(rows), media_type="text/markdown; charset=utf-8")
     return export_json(rows)
 
 

@@ -1,0 +1,272 @@
+"""Write imported memories: guarded, deduplicated against what is stored, audited.
+
+Every import (a JSON export restored through the API or the CLI, text pasted after
+`/memory import`, Open WebUI's built-in memories) ends here. Each text passes the same
+guards as a memory added by hand (instruction-like text refused, secrets redacted), then is
+compared with the active memories of its cell and with the earlier items of the same import:
+
+- `exact=True` (a restore): the same text (case, spacing and punctuation aside) is a
+  duplicate, so two close but distinct memories of an export both come back;
+- `exact=False` (text from elsewhere): the dedup of extraction (DESIGN §5.4: Levenshtein
+  ratio > `dedup_text_ratio` or cosine > `dedup_cosine`).
+
+The check is made again inside the writing transaction, under a per-owner advisory lock, so
+an import repeated while the first still runs, or a memory written meanwhile, adds nothing
+twice. Importing the same file twice therefore adds nothing the second time.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.core import commands as text
+from service.core import dedup, safety
+from service.core.imports import ImportItem, parse_export, same_text
+from service.core.imports import export_markdown as markdown_document
+from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
+from service.errors import InvalidInput
+from service.flows import profile as profile_flow
+from service.flows.runtime import Runtime
+from service.storage import audit, memories
+from service.storage import imports as store
+
+CellFor = Callable[[ImportItem], Scope | None]
+"""Where an item may be written (None: not from here — counted as not allowed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """An item that passed the guards, with the cell it goes to and its embedding."""
+
+    cell: Scope
+    item: ImportItem  #: content already guarded (NFC, secrets redacted)
+    vector: np.ndarray = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import did (or, for a preview, would do)."""
+
+    new: tuple[Planned, ...]  #: items that are not stored yet (written, unless a preview)
+    added: tuple[Memory, ...]  #: the memories written (empty for a preview)
+    duplicates: int  #: items already stored, or repeated within the import
+    refused: int  #: instruction-like or nothing but secrets
+    not_allowed: int  #: banks the caller may not write (e.g. Personal in a shared chat)
+
+
+def user_cell(user_id: str) -> CellFor:
+    """Cells of a restore for `user_id`: their own banks, a Project memory its folder."""
+
+    def cell_for(item: ImportItem) -> Scope | None:
+        if item.bank is Bank.PROJECT:
+            return Scope(OwnerKind.FOLDER, item.folder_id, Bank.PROJECT) if item.folder_id else None
+        if item.bank is Bank.CHAT:
+            return None
+        return Scope(OwnerKind.USER, user_id, item.bank)
+
+    return cell_for
+
+
+def guard(content: str) -> str | None:
+    """The text as it would be stored, or None when it must not be (instruction-like, empty,
+    or little but redacted secrets) — the guards of `/memory add` and extraction."""
+    text = unicodedata.normalize("NFC", content).strip()
+    if not text or safety.looks_like_instruction(text):
+        return None
+    text = safety.redact_secrets(text)
+    if safety.REDACTED in text and len(text.replace(safety.REDACTED, "").strip()) < 12:
+        return None
+    return text
+
+
+async def _plan(
+    rt: Runtime, items: Sequence[ImportItem], cell_for: CellFor
+) -> tuple[list[Planned], int, int]:
+    """Guarded items with their cells and vectors; (planned, refused, not allowed)."""
+    kept: list[tuple[Scope, ImportItem]] = []
+    refused = not_allowed = 0
+    for item in items:
+        cell = cell_for(item)
+        if cell is None:
+            not_allowed += 1
+            continue
+        text = guard(item.content)
+        if text is None:
+            refused += 1
+            continue
+        kept.append((cell, _with_content(item, text)))
+    if not kept:
+        return [], refused, not_allowed
+    vectors = await rt.encoder.encode([item.content for _, item in kept])
+    planned = [
+        Planned(cell, item, np.asarray(vectors[i], dtype=np.float32))
+        for i, (cell, item) in enumerate(kept)
+    ]
+    return planned, refused, not_allowed
+
+
+def _with_content(item: ImportItem, content: str) -> ImportItem:
+    return replace(item, content=content)
+
+
+async def _fresh(
+    rt: Runtime, session: AsyncSession, planned: Sequence[Planned], *, exact: bool
+) -> tuple[list[Planned], int]:
+    """The planned items not stored yet and not repeated earlier in the import."""
+    stored: dict[Scope, list[Memory]] = {}
+    accepted: dict[Scope, list[Planned]] = {}
+    fresh: list[Planned] = []
+    duplicates = 0
+    for plan in planned:
+        earlier = accepted.setdefault(plan.cell, [])
+        if exact:
+            if plan.cell not in stored:
+                rows = await memories.export_rows(session, scope=ReadScope((plan.cell,)))
+                stored[plan.cell] = [m for m in rows if m.status is Status.ACTIVE]
+            known = [m.content for m in stored[plan.cell]] + [p.item.content for p in earlier]
+            duplicate = any(same_text(plan.item.content, k) for k in known)
+        else:
+            near = await memories.search(
+                session, scope=ReadScope((plan.cell,)), query_vector=plan.vector, limit=5
+            )
+            pairs = [(c.memory, c.cosine) for c in near]
+            duplicate = dedup.find_duplicate(
+                plan.item.content,
+                pairs,
+                text_threshold=rt.settings.dedup_text_ratio,
+                cosine_threshold=rt.settings.dedup_cosine,
+            ) is not None or any(
+                float(np.dot(plan.vector, p.vector)) > rt.settings.dedup_cosine
+                or dedup.text_ratio(plan.item.content, p.item.content)
+                > rt.settings.dedup_text_ratio
+                for p in earlier
+            )
+        if duplicate:
+            duplicates += 1
+            continue
+        earlier.append(plan)
+        fresh.append(plan)
+    return fresh, duplicates
+
+
+async def preview(
+    rt: Runtime, *, items: Sequence[ImportItem], cell_for: CellFor, exact: bool
+) -> ImportReport:
+    """What `run` would write now, writing nothing."""
+    planned, refused, not_allowed = await _plan(rt, items, cell_for)
+    async with rt.db.unit_of_work() as session:
+        fresh, duplicates = await _fresh(rt, session, planned, exact=exact)
+    return ImportReport(tuple(fresh), (), duplicates, refused, not_allowed)
+
+
+async def run(
+    rt: Runtime,
+    *,
+    items: Sequence[ImportItem],
+    cell_for: CellFor,
+    exact: bool,
+    actor: str,
+    reason: str,
+) -> ImportReport:
+    """Write the items that are not stored yet, in one transaction; each write audited
+    (`actor`, `reason`: e.g. "cli", "restored from a memory export").
+
+    Returns:
+        The report; `added` in the order of `items`.
+    """
+    planned, refused, not_allowed = await _plan(rt, items, cell_for)
+    added: list[Memory] = []
+    async with rt.db.unit_of_work() as session:
+        for owner in sorted({p.cell.owner_id for p in planned}):
+            await store.lock_owner(session, owner_id=owner)
+        fresh, duplicates = await _fresh(rt, session, planned, exact=exact)
+        for plan in fresh:
+            item = plan.item
+            memory = await memories.insert(
+                session,
+                owner_kind=plan.cell.owner_kind,
+                owner_id=plan.cell.owner_id,
+                bank=plan.cell.bank,
+                content=item.content,
+                tags=list(item.tags),
+                confidence=item.confidence,
+                source_kind=item.source_kind,
+                source_chat_id=item.source_chat_id,
+                source_message_id=item.source_message_id,
+                created_at=item.created_at,
+                updated_at=item.updated_at,
+                embedding=plan.vector,
+                embedding_model=rt.encoder.model_name,
+            )
+            await audit.record(
+                session,
+                memory_id=memory.id,
+                owner_id=memory.owner_id,
+                actor=actor,
+                action="create",
+                reason=reason,
+                after=audit.snapshot(memory),
+            )
+            added.append(memory)
+    for user_id in sorted({m.owner_id for m in added if m.owner_kind is OwnerKind.USER}):
+        await profile_flow.request_refresh(rt, user_id=user_id)
+    return ImportReport(tuple(fresh), tuple(added), duplicates, refused, not_allowed)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreReport:
+    """A restore of a JSON export: the import, plus what the file held but is not restored."""
+
+    report: ImportReport
+    history: int  #: superseded or archived versions in the file (not restored)
+    unsupported: int  #: Chat Memory in the file (it belongs to one chat; not restored)
+
+    def as_json(self) -> dict[str, int]:
+        """Counts for the API and the CLI."""
+        return {
+            "added": len(self.report.added),
+            "would_add": len(self.report.new),
+            "duplicates": self.report.duplicates,
+            "refused": self.report.refused,
+            "not_allowed": self.report.not_allowed,
+            "history_skipped": self.history,
+            "chat_memory_skipped": self.unsupported,
+        }
+
+
+async def restore_export(
+    rt: Runtime, *, user_id: str, data: object, actor: str, dry_run: bool = False
+) -> RestoreReport:
+    """Import a JSON export (`GET …/memories/export`) into `user_id`'s banks (Project
+    memories into the folders named in the file); nothing written when `dry_run`.
+
+    Raises:
+        InvalidInput: the data is not an export, with a sentence.
+    """
+    try:
+        parsed = parse_export(data)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
+    cell_for = user_cell(user_id)
+    if dry_run:
+        report = await preview(rt, items=parsed.items, cell_for=cell_for, exact=True)
+    else:
+        report = await run(
+            rt,
+            items=parsed.items,
+            cell_for=cell_for,
+            exact=True,
+            actor=actor,
+            reason="restored from a memory export",
+        )
+    return RestoreReport(report, parsed.history, parsed.unsupported)
+
+
+def export_markdown(rows: Sequence[Memory]) -> str:
+    """The active memories of `rows` as a Markdown document (service/core/imports.py)."""
+    return markdown_document(rows, ids=[text.encode_id(m.seq) for m in rows])

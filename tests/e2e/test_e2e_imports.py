@@ -1,0 +1,71 @@
+"""Open WebUI's built-in memories brought over by the user with `/memory import openwebui`, in a
+real Open WebUI 0.12.4 (the filter reads them in-process)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import Stack
+
+pytestmark = pytest.mark.e2e
+
+OWUI_FACTS = ["I grow chillies on my balcony", "My cat is called Miso"]
+
+
+def _personal(stack: Stack, user_id: str) -> list[dict[str, object]]:
+    export = stack.service.get(f"/v1/users/{user_id}/memories/export").json()
+    return [m for m in export if "import:openwebui" in m["tags"]]
+
+
+def test_a_users_open_webui_memories_are_imported_once_with_their_dates(stack: Stack) -> None:
+    b = stack.users["b"]
+    stack.forget_memories(b.id)
+    bob = stack.client("b")
+    created = [
+        bob.call("POST", "/api/v1/memories/add", json={"content": fact}) for fact in OWUI_FACTS
+    ]
+    thread = bob.new_thread()
+
+    first = bob.send(thread, "/memory import openwebui")
+
+    assert first.reply.startswith("**Imported 2 memories from Open WebUI**:\n\n- `")
+    imported = sorted(_personal(stack, b.id), key=lambda m: str(m["content"]))
+    by_content = {m["content"]: m for m in created}
+    assert [(m["content"], m["bank"]) for m in imported] == [
+        ("I grow chillies on my balcony", "personal"),
+        ("My cat is called Miso", "personal"),
+    ]
+    for memory in imported:
+        original = by_content[memory["content"]]
+        assert memory["created_at"][:19] == _iso(original["created_at"])
+    second = bob.send(thread, "/memory import openwebui")
+    assert second.reply == "Nothing new to import from Open WebUI (2 already known)."
+    assert len(_personal(stack, b.id)) == 2
+
+
+def _iso(epoch: object) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(float(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%S")  # type: ignore[arg-type]
+
+
+def test_the_cli_reads_the_signed_in_accounts_memories_over_rest(stack: Stack) -> None:
+    """The Open WebUI half of `python -m service openwebui import-memories` (the writing half
+    is the import the test above runs through the filter)."""
+    from service.cli.openwebui_memories import read_account_memories
+
+    a = stack.users["a"]
+    alice = stack.client("a")
+    made = alice.call("POST", "/api/v1/memories/add", json={"content": "I sing in a choir"})
+    user_id, rows = read_account_memories(
+        stack.base_url, token=None, email=a.email, password=a.password
+    )
+    assert user_id == a.id
+    assert ("I sing in a choir", _iso(made["created_at"])) in [
+        (content, created.strftime("%Y-%m-%dT%H:%M:%S")) for content, created, _ in rows
+    ]
+    # the admin's session reads the admin's own memories only, never Alice's
+    _, admins = read_account_memories(
+        stack.base_url, token=stack.admin.token, email=None, password=None
+    )
+    assert "I sing in a choir" not in [content for content, _, _ in admins]
