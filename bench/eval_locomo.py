@@ -572,7 +572,10 @@ class Evaluation:
                     and self.questions_this_run >= self.options.stop_after_questions
                 ):
                     raise StopRequested(f"stopped after {self.questions_this_run} questions")
-                chat = SavedChat(user=users[item.speaker], timestamp_s=conversation.asked_at())
+                # asked as the first speaker its text names (bench.locomo: never the one who
+                # spoke the evidence, which a deployment cannot know)
+                asker = users[item.askers[0]]
+                chat = SavedChat(user=asker, timestamp_s=conversation.asked_at())
                 body, metadata, _, _ = chat.inlet_request(item.question)
                 inlet = await self.harness.inlet(chat, body, metadata)
                 answers[key] = await _answer_one(

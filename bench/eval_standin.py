@@ -95,7 +95,7 @@ class StandIn:
             for sample in samples
             for qa in sample.get("qa") or []
         }
-        #: question → the facts (of its speaker) drawn from one of its evidence turns
+        #: question → the facts (of the speakers it names) drawn from one of its evidence turns
         self.relevant: dict[str, tuple[str, ...]] = {}
         for sample in samples:
             plans = {speaker: build_replay_plan(sample, speaker) for speaker in speakers(sample)}
@@ -103,7 +103,8 @@ class StandIn:
                 evidence = set(item.evidence)
                 self.relevant[item.question.strip()] = tuple(
                     " ".join(fact.text.split())
-                    for fact in plans[item.speaker].facts
+                    for asker in item.askers
+                    for fact in plans[asker].facts
                     if evidence.intersection(fact.dia_ids)
                 )
         self.extraction = extraction

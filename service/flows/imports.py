@@ -25,8 +25,8 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import commands as text
-from service.core import dedup, safety
-from service.core.imports import ImportItem, parse_export, same_text
+from service.core import dedup, person, safety
+from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export, same_text
 from service.core.imports import export_markdown as markdown_document
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
 from service.errors import InvalidInput
@@ -72,16 +72,26 @@ def user_cell(user_id: str) -> CellFor:
     return cell_for
 
 
-def guard(content: str) -> str | None:
+TYPED_ORIGINS = (TAG_TEXT, TAG_OPENWEBUI)
+"""Origin tags of texts a person wrote (pasted facts, Open WebUI's own memories): stored in
+the third person like `/memory add`, where "I" would read as the assistant's. An export's
+texts are restored exactly as they were."""
+
+
+def guard(content: str, *, typed: bool = False) -> str | None:
     """The text as it would be stored, or None when it must not be (instruction-like, empty,
-    or little but redacted secrets) — the guards of `/memory add` and extraction."""
+    or little but redacted secrets) — the guards of `/memory add` and extraction.
+
+    Args:
+        typed: a person's own words (`TYPED_ORIGINS`): first person becomes third person.
+    """
     text = unicodedata.normalize("NFC", content).strip()
     if not text or safety.looks_like_instruction(text):
         return None
     text = safety.redact_secrets(text)
-    if safety.REDACTED in text and len(text.replace(safety.REDACTED, "").strip()) < 12:
+    if safety.mostly_redacted(text):
         return None
-    return text
+    return person.third_person(text) if typed else text
 
 
 async def _plan(
@@ -95,7 +105,7 @@ async def _plan(
         if cell is None:
             not_allowed += 1
             continue
-        text = guard(item.content)
+        text = guard(item.content, typed=any(t in TYPED_ORIGINS for t in item.tags))
         if text is None:
             refused += 1
             continue

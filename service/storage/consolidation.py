@@ -127,7 +127,7 @@ async def current_versions(
         .order_by(MemoryRow.seq)
         .with_for_update()
     )
-    return dict((await session.execute(stmt)).tuples().all())
+    return dict((await session.execute(stmt)).all())
 
 
 async def insert_summary(

@@ -269,7 +269,7 @@ def test_imported_text_passes_the_instruction_and_secret_guards(service: LiveSer
     answer = service.client.post("/v1/users/u1/memories/import", json=items)
     assert (answer.json()["added"], answer.json()["refused"]) == (1, 2)
     stored = service.client.get("/v1/users/u1/memories").json()["items"]
-    assert [m["content"] for m in stored] == ["My wifi password is [redacted] at home"]
+    assert [m["content"] for m in stored] == ["My wifi password is [redacted password] at home"]
 
 
 def test_markdown_export_lists_active_memories_by_bank(seeded: LiveService) -> None:

@@ -31,19 +31,22 @@ async def test_memory_why_right_after_a_reply_lists_the_memories_it_used(
     answers = []
     async with rt.jobs.open_async():
         _, added = await commands.run_command(
-            rt, chat=CHAT, command_text="/memory add We land in Lima on June 3."
+            rt, chat=CHAT, command_text="/memory add User lands in Lima on June 3."
         )
         assert added.startswith("Remembered in Personal:")
         for question in ("When do we land in Lima?", "Which day do we reach Lima?"):
             result = await context.build_context(
                 rt, chat=CHAT, message=question, budget_tokens=None, now=None
             )
-            assert [m.memory.content for m in result.items] == ["We land in Lima on June 3."]
+            assert [m.memory.content for m in result.items] == ["User lands in Lima on June 3."]
             # nothing in between: the next thing this user does is ask why
             _, why = await commands.run_command(rt, chat=CHAT, command_text="/memory why")
             answers.append(why)
 
-    assert [a.startswith("**Memories used for the last reply**") for a in answers] == [True, True]
-    assert ["We land in Lima on June 3\\." in a for a in answers] == [True, True]
+    assert [a.startswith("**Memories used for this chat's last reply**") for a in answers] == [
+        True,
+        True,
+    ]
+    assert ["User lands in Lima on June 3\\." in a for a in answers] == [True, True]
     # each answer is its own reply's record (the two questions' similarities differ)
     assert answers[0] != answers[1]

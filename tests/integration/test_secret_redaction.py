@@ -115,14 +115,14 @@ async def test_memory_add_and_edit_store_only_the_redacted_fact(
         "/v1/commands",
         json={"chat": CHAT, "command": "/memory add my home wifi password: Tr0ub4dor3x"},
     ).json()["text"]
-    assert _contents(live) == ["my home wifi password: [redacted password]"]
+    assert _contents(live) == ["User's home wifi password: [redacted password]"]
     code = added.split("`")[1]
     edited = live.client.post(
         "/v1/commands",
         json={"chat": CHAT, "command": f"/memory edit {code} my bank pin: 7391 (Nordbank)"},
     ).json()["text"]
     assert edited.startswith("Changed:")
-    assert _contents(live) == ["my bank pin: [redacted PIN] (Nordbank)"]
+    assert _contents(live) == ["User's bank pin: [redacted PIN] (Nordbank)"]
     assert await _rows_holding(db_conn, "Tr0ub4dor3x") == {}
     assert await _rows_holding(db_conn, "7391") == {}
 

@@ -106,9 +106,8 @@ async def test_passwords_typed_in_a_chat_never_reach_the_llm_the_tables_or_a_lat
         if (where := [*(["llm"] if s in sent else []), *await _holding(db_conn, s)]) or s in later
     }
     assert leaks == {}
-    assert (
-        "User noted: Our home wifi password: [redacted password], the guests keep asking" in later
-    )
+    # the redacted facts stay useful: the most relevant of them is injected, placeholder and all
+    assert "- [2026-05-28] User noted: " in later and "[redacted " in later
 
 
 async def test_memory_add_of_a_password_through_the_commands_pipe_stores_it_redacted(
@@ -127,6 +126,6 @@ async def test_memory_add_of_a_password_through_the_commands_pipe_stores_it_reda
         "That didn't work: that text is only a password, key or code; memories never keep those."
     )
     items = live.client.get("/v1/users/pw-adder/memories").json()["items"]
-    assert [m["content"] for m in items] == ["my password: [redacted password] for the NAS"]
+    assert [m["content"] for m in items] == ["User's password: [redacted password] for the NAS"]
     assert await _holding(db_conn, "hunter2horse") == []
     assert await _holding(db_conn, "6612") == []

@@ -47,7 +47,7 @@ async def test_user_deleted_forgets_personal_patterns_and_chat_memory_but_keeps_
     assert (
         service.client.post(
             "/v1/users/uma/reminders",
-            json={"content": "call the vet", "due_at": "2099-01-01T09:00:00Z"},
+            json={"content": "call the vet", "due_at": "2030-01-01T09:00:00Z"},
         ).status_code
         == 201
     )

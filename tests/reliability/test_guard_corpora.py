@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from service.core import person
 from tests.reliability.support import record_figures
 from tests.support.extraction_replies import new_op, new_user_messages
 from tests.support.live_service import LiveService
@@ -83,6 +84,13 @@ def _contents(live: LiveService, user: str) -> list[str]:
     return [m["content"] for m in items]
 
 
+def _unchanged(live: LiveService, user: str, text: str) -> bool:
+    """The user's memories are `text` as written (the chat turn) and as `/memory add` stores
+    it (third person), nothing else."""
+    stored = set(_contents(live, user))
+    return bool(stored) and stored <= {text, person.third_person(text)}
+
+
 async def _found_anywhere(db_conn: psycopg.AsyncConnection, value: str) -> bool:
     for table, text in TEXTS.items():
         row = await (
@@ -116,8 +124,9 @@ async def test_every_secret_of_the_corpus_is_caught_and_every_lookalike_kept(
             if value in sent or await _found_anywhere(db_conn, value):
                 leaked.append(case["text"])
                 break
-    # by chat and by hand: a second copy may be taken for a duplicate, never changed
-    damaged = [t for i, t in enumerate(lookalikes) if set(_contents(live, f"look-{i}")) != {t}]
+    # by chat and by hand: a second copy may be taken for a duplicate, never changed (beyond
+    # `/memory add` putting a first-person text in the third person, core/person.py)
+    damaged = [t for i, t in enumerate(lookalikes) if not _unchanged(live, f"look-{i}", t)]
     record_figures(
         "guard_secrets",
         {
@@ -152,7 +161,7 @@ def test_every_planted_instruction_is_refused_and_every_preference_kept(
     total_turns = sum(len(e.get("parts") or [1]) for e in planted) + len(preferences)
     assert live.wait_for_extraction(timeout_s=600)["turns_done"] == total_turns
     stored_planted = [e for i, e in enumerate(planted) if _contents(live, f"plant-{i}")]
-    lost = [t for i, t in enumerate(preferences) if set(_contents(live, f"pref-{i}")) != {t}]
+    lost = [t for i, t in enumerate(preferences) if not _unchanged(live, f"pref-{i}", t)]
     record_figures(
         "guard_instructions",
         {
