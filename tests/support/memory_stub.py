@@ -161,3 +161,9 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+TEST_TIMEOUT_S = 30.0
+"""The inlet valve of tests that check what the filter sends, not how fast it gives up: a busy
+machine must not turn a slow stub into a request that never came (timing contracts have
+their own tests, measured on the event loop's clock)."""

@@ -6,7 +6,7 @@ import pytest
 
 from tests.support.emitter import EventRecorder
 from tests.support.filter_loader import load_filter
-from tests.support.memory_stub import MemoryServiceStub
+from tests.support.memory_stub import TEST_TIMEOUT_S, MemoryServiceStub
 
 classify_chat = load_filter().classify_chat
 
@@ -83,7 +83,9 @@ async def test_inlet_returns_untouched_body_without_calling_the_service(chat_id,
     emitter = EventRecorder()
     with MemoryServiceStub() as stub:
         memory_filter = module.Filter()
-        memory_filter.valves = module.Filter.Valves(service_url=stub.url)
+        memory_filter.valves = module.Filter.Valves(
+            service_url=stub.url, inlet_timeout_s=TEST_TIMEOUT_S
+        )
         body = _body()
         before = json.dumps(body, sort_keys=True)
 
@@ -106,7 +108,9 @@ async def test_outlet_returns_untouched_body_without_calling_the_service(chat_id
     module = load_filter()
     with MemoryServiceStub() as stub:
         memory_filter = module.Filter()
-        memory_filter.valves = module.Filter.Valves(service_url=stub.url)
+        memory_filter.valves = module.Filter.Valves(
+            service_url=stub.url, inlet_timeout_s=TEST_TIMEOUT_S
+        )
         body = _outlet_body(chat_id)
         before = json.dumps(body, sort_keys=True)
 
@@ -123,7 +127,9 @@ async def test_outlet_reads_an_automation_session_from_the_body_when_metadata_is
     module = load_filter()
     with MemoryServiceStub() as stub:
         memory_filter = module.Filter()
-        memory_filter.valves = module.Filter.Valves(service_url=stub.url)
+        memory_filter.valves = module.Filter.Valves(
+            service_url=stub.url, inlet_timeout_s=TEST_TIMEOUT_S
+        )
         body = _outlet_body(SAVED_ID, session_id="automation:a-1")
 
         result = await memory_filter.outlet(body, __user__={"id": "u-1"})
@@ -145,7 +151,9 @@ async def test_a_user_who_switched_memory_off_gets_an_untouched_body(valves):
         valves = module.Filter.UserValves(enabled=False)
     with MemoryServiceStub() as stub:
         memory_filter = module.Filter()
-        memory_filter.valves = module.Filter.Valves(service_url=stub.url)
+        memory_filter.valves = module.Filter.Valves(
+            service_url=stub.url, inlet_timeout_s=TEST_TIMEOUT_S
+        )
         body = _body()
         before = json.dumps(body, sort_keys=True)
         user = {"id": "u-1", "valves": valves}
@@ -168,7 +176,9 @@ async def test_a_turn_without_a_user_is_left_alone():
     module = load_filter()
     with MemoryServiceStub() as stub:
         memory_filter = module.Filter()
-        memory_filter.valves = module.Filter.Valves(service_url=stub.url)
+        memory_filter.valves = module.Filter.Valves(
+            service_url=stub.url, inlet_timeout_s=TEST_TIMEOUT_S
+        )
         body = _body()
         before = json.dumps(body, sort_keys=True)
 

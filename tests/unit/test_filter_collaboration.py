@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from tests.support.filter_loader import load_filter
-from tests.support.memory_stub import MemoryServiceStub
+from tests.support.memory_stub import TEST_TIMEOUT_S, MemoryServiceStub
 from tests.support.open_webui_fake import FakeOpenWebUI
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000001"
@@ -21,7 +21,9 @@ async def _sent_chat(metadata_folder_id: str | None = "f-meta", chat_id: str = C
     module = load_filter()
     with MemoryServiceStub() as stub:
         memory_filter = module.Filter()
-        memory_filter.valves = module.Filter.Valves(service_url=stub.url)
+        memory_filter.valves = module.Filter.Valves(
+            service_url=stub.url, inlet_timeout_s=TEST_TIMEOUT_S
+        )
         await memory_filter.inlet(
             _body(),
             __user__=SENDER,
@@ -306,7 +308,9 @@ async def test_outlet_uses_the_same_facts(monkeypatch):
     }
     with MemoryServiceStub() as stub:
         memory_filter = module.Filter()
-        memory_filter.valves = module.Filter.Valves(service_url=stub.url)
+        memory_filter.valves = module.Filter.Valves(
+            service_url=stub.url, inlet_timeout_s=TEST_TIMEOUT_S
+        )
         await memory_filter.outlet(body, __user__=SENDER)
 
     assert stub.paths() == ["/v1/turns"]

@@ -14,7 +14,7 @@ import pytest
 
 from service.core.ranking import DATA_NOTE, RECALL_HEADER, render_block
 from tests.support.filter_loader import load_filter
-from tests.support.memory_stub import MemoryServiceStub
+from tests.support.memory_stub import TEST_TIMEOUT_S, MemoryServiceStub
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000001"
 ALICE = {"id": "u-123", "name": "Alice", "role": "user"}
@@ -149,7 +149,9 @@ async def test_a_task_request_that_reaches_the_inlet_loses_its_commands_and_gets
     body = {"model": "task-model", "messages": _chat_with_commands()}
     with MemoryServiceStub() as stub:
         memory_filter = module.Filter()
-        memory_filter.valves = module.Filter.Valves(service_url=stub.url)
+        memory_filter.valves = module.Filter.Valves(
+            service_url=stub.url, inlet_timeout_s=TEST_TIMEOUT_S
+        )
         returned = await memory_filter.inlet(
             body,
             __user__=ALICE,
