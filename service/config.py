@@ -36,22 +36,27 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         alias="DATABASE_URL",
-        description="PostgreSQL URL with pgvector; unset = embedded PostgreSQL in the state dir.",
+        description="PostgreSQL URL with pgvector; unset = embedded PostgreSQL in the state dir. "
+        "Each connection starts with `-c hnsw.ef_search=…` in libpq `options` (behind a pooler, "
+        "set MEMORY_DATABASE_POOLER and MEMORY_LISTEN_DATABASE_URL).",
     )
     database_pooler: Literal["none", "transaction"] = Field(
         default="none",
         alias="MEMORY_DATABASE_POOLER",
         description=(
             "`transaction` when DATABASE_URL goes through a pooler in transaction mode "
-            "(PgBouncer): no libpq options, settings per transaction, jobs found by polling."
+            "(PgBouncer): no libpq options, no prepared statements, settings per transaction, "
+            "jobs found by polling instead of LISTEN "
+            "([scaling](docs/scaling.md#behind-a-pooler-pgbouncer-in-transaction-mode))."
         ),
     )
     listen_database_url: str | None = Field(
         default=None,
         alias="MEMORY_LISTEN_DATABASE_URL",
         description=(
-            "A direct (not pooled) PostgreSQL URL for LISTEN (cache notices across processes); "
-            "unset = DATABASE_URL, which must then be direct."
+            "A direct (not pooled) PostgreSQL URL for LISTEN (cache notices across processes), "
+            "migrations and per-owner index builds; unset = DATABASE_URL, which must then be "
+            "direct."
         ),
     )
     db_pool_size: int = Field(
@@ -59,7 +64,9 @@ class Settings(BaseSettings):
         alias="MEMORY_DB_POOL_SIZE",
         ge=1,
         le=200,
-        description="Connections the service keeps open per process (plus as many overflow).",
+        description="Connections the service keeps open per process (plus as many overflow); "
+        "one process opens at most 2 × this + MEMORY_JOBS_POOL_SIZE + 2, 26 by default "
+        "([budget](docs/scaling.md#connections)).",
     )
     jobs_pool_size: int = Field(
         default=4,
@@ -73,11 +80,14 @@ class Settings(BaseSettings):
         alias="MEMORY_HOST",
         description="Address to bind; beyond loopback only with MEMORY_API_KEY set.",
     )
-    port: int = Field(default=8765, alias="MEMORY_PORT", ge=1, le=65535, description="Port.")
+    port: int = Field(
+        default=8765, alias="MEMORY_PORT", ge=1, le=65535, description="Port to listen on."
+    )
     api_key: SecretStr | None = Field(
         default=None,
         alias="MEMORY_API_KEY",
-        description="Bearer key the filter must send; unset = generated once into the state dir.",
+        description="Bearer key the filter must send; unset = generated once into "
+        "`<state dir>/api_key` (`python -m service api-key` prints it).",
     )
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024,
@@ -85,7 +95,8 @@ class Settings(BaseSettings):
         gt=0,
         description=(
             "Largest request body accepted, in bytes (413 beyond); the default leaves room for "
-            "a turn with six long messages."
+            "a turn with six long messages. The key of a /v1 call is checked before its body "
+            "is read."
         ),
     )
 
@@ -125,7 +136,11 @@ class Settings(BaseSettings):
         description="onnx (fast, steady under load; exported once into the state dir) or torch.",
     )
     embedding_threads: int = Field(
-        default=1, alias="EMBEDDING_THREADS", ge=1, le=64, description="CPU threads for embedding."
+        default=1,
+        alias="EMBEDDING_THREADS",
+        ge=1,
+        le=64,
+        description="CPU threads for embedding (1 keeps latency steady on small machines).",
     )
 
     # --- retrieval (DESIGN §6) -----------------------------------------------------------
@@ -345,7 +360,10 @@ class Settings(BaseSettings):
         description="Extraction jobs run at once per worker.",
     )
     run_workers: bool = Field(
-        default=True, alias="MEMORY_RUN_WORKERS", description="Run job workers in the API process."
+        default=True,
+        alias="MEMORY_RUN_WORKERS",
+        description="Run the job workers inside the API process (`false` for API replicas "
+        "beside `python -m service worker` processes).",
     )
 
     @field_validator("llm_base_url")

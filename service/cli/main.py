@@ -12,6 +12,7 @@ from service.cli import (
     memories,
     openwebui,
     openwebui_memories,
+    settings_table,
     summarize,
     turns,
     worker,
@@ -123,6 +124,7 @@ app.command("worker")(worker.worker)
 app.add_typer(turns.app, name="turns")
 app.command("eval")(eval_cli.evaluate_command)
 app.add_typer(memories.app, name="memories")
+app.command("settings-table")(settings_table.command)
 
 
 def main() -> None:  # pragma: no cover
