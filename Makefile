@@ -34,7 +34,7 @@ test: $(STAMP) ## the whole test suite (installs Debian's pgbouncer for the pool
 	bash scripts/ensure-pgbouncer.sh
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest
 
-LINT_PATHS := service filter tests bench migrations setup.py
+LINT_PATHS := service filter tests testkit bench migrations setup.py
 
 lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
 	$(BIN)/ruff check $(LINT_PATHS)

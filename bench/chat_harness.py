@@ -12,16 +12,15 @@ reserved arguments their signatures name, as `get_filter_params` in Open WebUI d
 from __future__ import annotations
 
 import inspect
-import itertools
-import sys
 import time
-import types
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from testkit import filter_loader
 
 __all__ = [
     "DEFAULT_FILTER_PATH",
@@ -42,39 +41,14 @@ FILTER_ID = "memory_filter"
 #: The model every replayed chat talks to (the LLM stub serves it).
 MODEL_ID = "stub-model"
 
-_module_numbers = itertools.count()
-
-
-def _exec_filter_module(path: Path) -> types.ModuleType:
-    """Exec the filter source in a fresh module registered in `sys.modules` (CONTRACT §1)."""
-    source = path.read_text(encoding="utf-8")
-    name = f"function_{FILTER_ID}_{next(_module_numbers)}"
-    module = types.ModuleType(name)
-    module.__file__ = str(path)
-    sys.modules[name] = module
-    try:
-        exec(compile(source, str(path), "exec"), module.__dict__)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
 
 def load_filter_instance(path: str | Path = DEFAULT_FILTER_PATH) -> Any:
     """Load the filter file as Open WebUI does and return `Filter()`.
 
-    Uses `tests.support.filter_loader.load_filter` when that helper exists, else an equivalent
-    loader here.
-
     Raises:
         TypeError: when the file defines no `Filter` class.
     """
-    try:
-        from tests.support.filter_loader import load_filter
-    except ImportError:
-        module = _exec_filter_module(Path(path))
-    else:
-        module = load_filter(Path(path))
+    module = filter_loader.load_filter(Path(path))
     filter_class = getattr(module, "Filter", None)
     if not isinstance(filter_class, type):
         raise TypeError(f"{path} defines no Filter class")

@@ -194,7 +194,7 @@ class EvalOptions:
     def describe(self, endpoint: Endpoint) -> dict[str, Any]:
         described = endpoint.describe()
         if self.stand_in:
-            described |= {"kind": "stand-in", "base_url": "stand-in (tests/support/llm_stub.py)"}
+            described |= {"kind": "stand-in", "base_url": "stand-in (testkit/llm_stub.py)"}
         return described
 
 
@@ -1016,7 +1016,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     if results["stand_in"]:
         lines += [
             "**Stand-in run**: every model below is the local stand-in "
-            "(`tests/support/llm_stub.py`), which writes the dataset's own facts and answers "
+            "(`testkit/llm_stub.py`), which writes the dataset's own facts and answers "
             "a question's gold answer when the injected memories hold a fact drawn from its "
             'evidence (else "unknown"). These figures prove the harness, not a model.',
             "",

@@ -59,7 +59,7 @@ def fair_verdict(gold: str, answer: str) -> bool:
 
 
 class StandIn:
-    """A responder for `tests.support.llm_stub.LLMStub`.
+    """A responder for `testkit.llm_stub.LLMStub`.
 
     Args:
         samples: the LoCoMo samples being evaluated (their turns, facts and gold answers).

@@ -301,7 +301,7 @@ def _sender(
 def main(argv: list[str] | None = None) -> int:
     """Start a service (embedded PostgreSQL in a temporary folder), fuzz it, write results."""
     from bench.service_process import ServiceProcess, free_port
-    from tests.support.llm_stub import LLMStub
+    from testkit.llm_stub import LLMStub
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200, help="generated requests")

@@ -11,7 +11,7 @@ memories:
   for a saved chat of the user owning 1k / 10k / 100k memories;
 - **through the filter over HTTP**: the filter's `inlet`, called as Open WebUI calls it
   (`bench.chat_harness`), against the service served by uvicorn in a thread
-  (`tests.support.live_service.LiveService`);
+  (`testkit.live_service.LiveService`);
 - both **cold** (PostgreSQL just restarted so its shared buffers are empty, a fresh service with
   empty caches, messages never seen before; the OS page cache is left as it is unless
   `--drop-os-cache`) and **warm** (the same messages again right after);
@@ -536,7 +536,7 @@ async def _drain_background_tasks(timeout_s: float = 2.0) -> None:
 @contextlib.contextmanager
 def live_service(url: str, encoder: Any, state: Path) -> Iterator[Any]:
     """The service over HTTP on 127.0.0.1 (uvicorn in a thread), workers off."""
-    from tests.support.live_service import LiveService
+    from testkit.live_service import LiveService
 
     live = LiveService.start(
         database_url=url, encoder=encoder, state_dir=state, env={"MEMORY_RUN_WORKERS": "false"}

@@ -110,7 +110,7 @@ def stated_fact(marker: str, n: int) -> str:
 
 def echo_facts(request: dict[str, Any]) -> str:
     """LLM stand-in answer for load turns: each new message's stated fact, as one memory."""
-    from tests.support.extraction_replies import new_op, new_user_messages
+    from testkit.extraction_replies import new_op, new_user_messages
 
     return json.dumps(
         {
@@ -465,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _with_service(args: argparse.Namespace) -> LoadReport:
     from bench.service_process import ServiceProcess, free_port
-    from tests.support.llm_stub import LLMStub
+    from testkit.llm_stub import LLMStub
 
     key = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="load-") as tmp, LLMStub(responder=echo_facts) as llm:

@@ -5,7 +5,7 @@
     python -m bench.replay_locomo --conversation 0 --restart-after-turns 100
     python -m bench.replay_locomo --service-url URL --api-key KEY  # a service already running
 
-Default mode starts the OpenAI-compatible stub (`tests/support/llm_stub.py`) with a LoCoMo
+Default mode starts the OpenAI-compatible stub (`testkit/llm_stub.py`) with a LoCoMo
 responder and the memory service (`python -m service serve`) on a fresh state directory. Each
 speaker in turn is the Open WebUI user (`locomo-<sample_id>-<speaker>`) and the other speaker
 plays the assistant; each session is one saved chat. Every user turn goes through the filter's
@@ -90,7 +90,7 @@ from bench.service_process import (
     TurnObserver,
     free_port,
 )
-from tests.support.llm_stub import LLMStub
+from testkit.llm_stub import LLMStub
 
 __all__ = ["LocomoResponder", "main", "render_markdown", "user_id_for"]
 

@@ -252,8 +252,8 @@ def _until_workers(url: str, count: int) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Both measurements; returns the figures written to the results files."""
-    from tests.reliability.support import echo_fact
-    from tests.support.llm_stub import LLMStub
+    from testkit.extraction_replies import echo_fact
+    from testkit.llm_stub import LLMStub
 
     delay_s = args.llm_delay_s
 

@@ -10,7 +10,7 @@
 2. Runs the summarizer as an operator would, `python -m service summarize --all`, in its own
    process against the same database, with the age gate at 0 days so every memory
    qualifies. The stand-in answers each summary request with the sources' texts joined
-   (`tests/support/summary_replies.py`, dated when the sources are): a merge that loses
+   (`testkit/summary_replies.py`, dated when the sources are): a merge that loses
    nothing by construction, so the measurement is of the machinery — clustering, archiving,
    retrieval and the token budget over summaries — not of an LLM's prose.
 3. Asks the same questions again: *after*. Then runs the summarizer once more, which must
@@ -59,8 +59,8 @@ from bench.locomo import (
 from bench.replay_locomo import LocomoResponder, Replay, summarize_answers
 from bench.service_process import ServiceClient, ServiceProcess, TurnObserver, free_port
 from service.core.tokens import estimate_tokens
-from tests.support.llm_stub import LLMStub
-from tests.support.summary_replies import faithful_merge, is_summary_request
+from testkit.llm_stub import LLMStub
+from testkit.summary_replies import faithful_merge, is_summary_request
 
 __all__ = ["main", "render_markdown"]
 

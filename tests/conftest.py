@@ -15,7 +15,7 @@ import pytest
 
 from service.embeddings.encoder import Encoder
 from service.storage import migrate
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 # Our variables must not leak in from the developer's shell.
 for _name in list(os.environ):

@@ -73,7 +73,7 @@ def _stand_in(data: Path) -> Iterator[str]:
     """Serve the stand-in model for the conversations in `data`; yields its base URL."""
     from bench.eval_standin import StandIn
     from bench.locomo import load_conversations
-    from tests.support.llm_stub import LLMStub
+    from testkit.llm_stub import LLMStub
 
     stub = LLMStub(StandIn(load_conversations(data), answers="notes")).start()
     try:

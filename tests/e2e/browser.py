@@ -27,7 +27,7 @@ from playwright.sync_api import sync_playwright
 
 # run as a script by the Playwright environment's python: the repository is not on its path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.support.waiting import wait_until
+from testkit.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = [

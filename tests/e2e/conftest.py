@@ -32,6 +32,8 @@ from typing import Any
 import httpx
 import pytest
 
+from testkit.extraction_replies import by_message
+from testkit.llm_stub import MODEL_ID, LLMStub
 from tests.e2e.harness import (
     ARTIFACTS,
     CHROMIUM,
@@ -44,8 +46,6 @@ from tests.e2e.harness import (
     RequestLog,
     free_port,
 )
-from tests.support.extraction_replies import by_message
-from tests.support.llm_stub import MODEL_ID, LLMStub
 
 E2E_DIR = Path(__file__).resolve().parent
 ADMIN_EMAIL, ADMIN_PASSWORD = "admin@example.com", "adminpass123"

@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from tests.support.llm_stub import MODEL_ID
-from tests.support.waiting import wait_until
+from testkit.llm_stub import MODEL_ID
+from testkit.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 E2E_DIR = REPO / ".e2e"

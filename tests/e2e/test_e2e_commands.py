@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from testkit.llm_stub import DEFAULT_REPLY
 from tests.e2e.conftest import USER_PASSWORD, Stack
 from tests.e2e.harness import ARTIFACTS, PLAYWRIGHT_PYTHON, REPO, all_text
-from tests.support.llm_stub import DEFAULT_REPLY
 
 pytestmark = pytest.mark.e2e
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from testkit.llm_stub import DEFAULT_REPLY
 from tests.e2e.conftest import Stack
 from tests.e2e.harness import OpenWebUIClient, Thread, all_text
-from tests.support.llm_stub import DEFAULT_REPLY
 
 pytestmark = pytest.mark.e2e
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from testkit.llm_stub import MODEL_ID
 from tests.e2e.conftest import Stack
 from tests.e2e.harness import system_text
-from tests.support.llm_stub import MODEL_ID
 
 pytestmark = pytest.mark.e2e
 

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
+from testkit.llm_stub import DEFAULT_REPLY, MODEL_ID
 from tests.e2e.conftest import Stack
 from tests.e2e.harness import all_text, system_text, wait_until
-from tests.support.llm_stub import DEFAULT_REPLY, MODEL_ID
 
 pytestmark = pytest.mark.e2e
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from service.cli import doctor
+from testkit.llm_stub import DEFAULT_REPLY
 from tests.e2e.conftest import Stack
 from tests.e2e.harness import free_port, system_text
-from tests.support.llm_stub import DEFAULT_REPLY
 
 pytestmark = pytest.mark.e2e
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from testkit.llm_stub import DEFAULT_REPLY, MODEL_ID
 from tests.e2e.conftest import Stack
 from tests.e2e.harness import all_text, last_user_text, wait_until
-from tests.support.llm_stub import DEFAULT_REPLY, MODEL_ID
 
 pytestmark = pytest.mark.e2e
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import psycopg
 
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 CHAT = {"user_id": "u1", "chat_id": "c-1", "kind": "saved"}
 

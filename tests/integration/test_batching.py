@@ -8,11 +8,11 @@ from typing import Any
 import psycopg
 
 from service.core.batching import turn_tokens
+from testkit.extraction_replies import by_message, new_op, new_user_messages
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until, wait_until_async
 from tests.reliability.support import metric, scrape
-from tests.support.extraction_replies import by_message, new_op, new_user_messages
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
-from tests.support.waiting import wait_until, wait_until_async
 
 CHAT = {"user_id": "ana", "user_name": "Ana", "chat_id": "chat-batch", "kind": "saved"}
 LATER = "turn saved; extracted with this chat's next batch"

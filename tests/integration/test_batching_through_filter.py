@@ -8,16 +8,16 @@ import psycopg
 
 from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
 from service.core.batching import turn_tokens
-from tests.support.extraction_replies import (
+from testkit.extraction_replies import (
     by_message,
     is_chat_summary_request,
     new_op,
     new_user_messages,
     with_chat_summaries,
 )
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
-from tests.support.waiting import wait_until
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until
 
 TIMESTAMP = 1_780_000_000  # 2026-05-28
 TURNS = [

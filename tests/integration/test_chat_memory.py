@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.filter_loader import FILTER_PATH, load_filter
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import by_message, new_op
+from testkit.filter_loader import FILTER_PATH, load_filter
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 SPEECH = "In this chat we are drafting a wedding speech for Sam and Ari"
 

@@ -8,16 +8,16 @@ from typing import Any
 import psycopg
 
 from service.core.batching import turn_tokens
-from tests.support.extraction_replies import (
+from testkit.extraction_replies import (
     by_message,
     chat_summary_lines,
     is_chat_summary_request,
     new_op,
     with_chat_summaries,
 )
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
-from tests.support.waiting import wait_until, wait_until_async
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until, wait_until_async
 
 CHAT = {"user_id": "ana", "user_name": "Ana", "chat_id": "trip-chat", "kind": "saved"}
 LINES = [

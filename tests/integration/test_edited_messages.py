@@ -10,9 +10,9 @@ from __future__ import annotations
 import psycopg
 
 from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
-from tests.support.extraction_replies import by_message, new_op, new_user_messages
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import by_message, new_op, new_user_messages
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 TIMESTAMP = 1_780_000_000  # 2026-05-28
 RULES = {

@@ -22,8 +22,8 @@ from bench.eval_locomo import EvalOptions, QuietReporter, evaluate
 from bench.eval_proxy import classify_request
 from bench.eval_standin import StandIn, question_of
 from service.embeddings.encoder import Encoder
-from tests.support.extraction_replies import new_user_message
-from tests.support.llm_stub import LLMStub, StubReply
+from testkit.extraction_replies import new_user_message
+from testkit.llm_stub import LLMStub, StubReply
 from tests.support.locomo_sample import FACTS, QUESTIONS, TURNS, sample, write_sample
 
 SECRET = "sk-eval-test-secret-0123456789"

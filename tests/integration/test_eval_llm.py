@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bench.eval_llm import ChatClient, Endpoint, EndpointFailed
-from tests.support.extraction_replies import in_sequence
-from tests.support.llm_stub import LLMStub, StubReply
+from testkit.extraction_replies import in_sequence
+from testkit.llm_stub import LLMStub, StubReply
 
 MESSAGES = [{"role": "user", "content": "<question>Where is Ada moving?</question>"}]
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import by_message, new_op
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 CHAT = {"user_id": "u1", "user_name": "Noor", "chat_id": "chat-1", "kind": "saved"}
 

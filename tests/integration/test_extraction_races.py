@@ -24,14 +24,15 @@ from service.flows import memories as memory_flow
 from service.flows.extraction import RunMode, run_extraction
 from service.flows.runtime import Runtime
 from service.flows.turns import requeue_waiting_turns
-from tests.support.extraction_replies import (
+from testkit.extraction_replies import (
     by_message,
     chat_summary_answer,
     is_chat_summary_request,
     new_op,
 )
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until_async as wait_until
 from tests.support.llm_gate import LLMGate
-from tests.support.llm_stub import LLMStub
 from tests.support.races import (
     chat,
     event_texts,
@@ -43,7 +44,6 @@ from tests.support.races import (
     turn_rows,
 )
 from tests.support.runtimes import runtime_factory
-from tests.support.waiting import wait_until_async as wait_until
 
 PARIS = "User lives in Paris"
 BERLIN = "User lives in Berlin"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.extraction_replies import new_op
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import new_op
+from testkit.llm_stub import LLMStub
 
 CURRENT_DATE = re.compile(r"^Current date: (\d{4}-\d{2}-\d{2}) ", re.MULTILINE)
 

@@ -12,9 +12,9 @@ import pytest
 
 from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
 from service.embeddings.encoder import Encoder
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import by_message, new_op
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 TIMESTAMP = 1_780_000_000  # 2026-05-28
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import psycopg
 
-from tests.support.filter_loader import FILTER_PATH, load_filter
-from tests.support.live_service import LiveService
+from testkit.filter_loader import FILTER_PATH, load_filter
+from testkit.live_service import LiveService
 
 
 def _chat(chat_id: str, folder_id: str) -> dict[str, object]:

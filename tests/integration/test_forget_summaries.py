@@ -14,7 +14,7 @@ from service.core.records import Bank, OwnerKind
 from service.embeddings.encoder import Encoder
 from service.storage import consolidation
 from service.storage.db import Database
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 FACTS = ["Dog is called Rex", "Rex is a beagle", "Rex's vet is Dr. Lund"]
 

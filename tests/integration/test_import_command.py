@@ -13,11 +13,11 @@ import psycopg
 import pytest
 
 from bench.chat_harness import FilterHarness, load_filter_instance
+from testkit.extraction_replies import by_message, new_op
+from testkit.filter_loader import load_filter
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 from tests.integration.test_commands import PIPE_PATH, TIMESTAMP, Session
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.filter_loader import load_filter
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
 
 PASTED = (
     "/memory import\n- I keep two beehives\n2. My sister is called Ana\n\n* I keep two beehives"

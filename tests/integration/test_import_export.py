@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from service.cli.main import app as cli
 from service.embeddings.encoder import Encoder
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 _other_db = count()
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from service.core import limits
-from tests.support.extraction_replies import new_op
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import new_op
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 CHAT = {"user_id": "u1", "chat_id": "chat-1", "kind": "saved"}
 

@@ -20,10 +20,10 @@ from bench.chat_harness import (
     load_filter_instance,
 )
 from service.core import limits
-from tests.support.extraction_replies import by_message, new_op, new_user_messages
-from tests.support.filter_loader import load_filter
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import by_message, new_op, new_user_messages
+from testkit.filter_loader import load_filter
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 TIMESTAMP = 1_780_000_000  # 2026-05-28
 PASTE = "log line: nothing to see here\n" * 1_500  # 45,000 characters of pasted log

@@ -22,9 +22,9 @@ from service.flows import owner_indexes
 from service.flows.runtime import Runtime
 from service.storage import memories
 from service.storage import owner_indexes as catalog
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
+from testkit.waiting import wait_until
 from tests.support.runtimes import RuntimeFactory, runtime_factory
-from tests.support.waiting import wait_until
 
 ALICE = Scope(OwnerKind.USER, "alice", Bank.PERSONAL)
 ALICE_HABITS = Scope(OwnerKind.USER, "alice", Bank.INTERACTION)

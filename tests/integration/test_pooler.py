@@ -15,9 +15,9 @@ import httpx
 import psycopg
 
 from bench.service_process import free_port
+from testkit.extraction_replies import echo_fact
+from testkit.llm_stub import LLMStub
 from tests.integration.test_scale_out import _Process
-from tests.reliability.support import echo_fact
-from tests.support.llm_stub import LLMStub
 from tests.support.pgbouncer import pgbouncer
 
 TURNS = 6

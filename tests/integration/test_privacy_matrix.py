@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import by_message, new_op
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 # What user "ann" and folder "proj" hold, plus memories that belong to others.
 SEEDED = {
@@ -217,7 +217,7 @@ async def test_interleaved_users_each_keep_only_their_own_facts(service_factory)
         import json
         import re
 
-        from tests.support.extraction_replies import new_user_message
+        from testkit.extraction_replies import new_user_message
 
         fact = re.search(r"([AB]-fact-\d+: [^.]+)", new_user_message(request))
         ops = [new_op(f"User says {fact.group(1)}")] if fact else []

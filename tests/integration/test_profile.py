@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.extraction_replies import new_user_message
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
-from tests.support.waiting import wait_until, wait_until_async
+from testkit.extraction_replies import new_user_message
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until, wait_until_async
 
 PERSONAL = [
     "User is vegetarian",

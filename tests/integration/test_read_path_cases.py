@@ -6,9 +6,9 @@ import unicodedata
 
 import psycopg
 
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import by_message, new_op
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 CHAT = {"user_id": "jonas", "chat_id": "c-1", "kind": "saved"}
 

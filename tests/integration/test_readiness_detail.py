@@ -16,7 +16,7 @@ import pytest
 
 from service.api.routes.health import DATABASE_DOWN
 from service.storage.db import Database
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 USER = "readyz_probe_user"
 

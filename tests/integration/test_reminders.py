@@ -20,8 +20,8 @@ from service.core.reminders import Reminder, TriggerKind, reminder_code
 from service.embeddings.encoder import Encoder
 from service.storage import reminders
 from service.storage.db import Database
-from tests.support.live_service import LiveService
-from tests.support.waiting import wait_until_async
+from testkit.live_service import LiveService
+from testkit.waiting import wait_until_async
 
 TUESDAY = datetime(2026, 3, 10, 14, 0, tzinfo=UTC)  # 15:00 in Berlin
 FRIDAY_MORNING = datetime(2026, 3, 13, 7, 0, tzinfo=UTC)  # 08:00 in Berlin

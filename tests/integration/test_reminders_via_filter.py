@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from bench.chat_harness import FilterHarness, HookCall, SavedChat, load_filter_instance
-from tests.support.filter_loader import load_filter
-from tests.support.live_service import LiveService
+from testkit.filter_loader import load_filter
+from testkit.live_service import LiveService
 
 PIPE_PATH = load_filter.__defaults__[0].parent / "memory_commands.py"  # type: ignore[index]
 TUESDAY_3PM_BERLIN = int(datetime(2026, 3, 10, 14, 0, tzinfo=UTC).timestamp())

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 ANNOUNCED_BYTES = 200 * 1024 * 1024
 SENT_BYTES = 64 * 1024

@@ -22,9 +22,8 @@ import pytest
 
 from bench.service_process import ServiceProcess, free_port
 from service.config import Settings
-from tests.reliability.support import echo_fact
-from tests.support.extraction_replies import new_user_message
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import echo_fact, new_user_message
+from testkit.llm_stub import LLMStub
 
 TURNS = 12
 CONNECTIONS = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"

@@ -12,10 +12,10 @@ import pytest
 
 from service.core import safety
 from service.llm.client import LLMClient
+from testkit.extraction_replies import new_op, new_user_message
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 from tests.e2e.harness import wait_until
-from tests.support.extraction_replies import new_op, new_user_message
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
 
 USER = "u-secret"
 CHAT = {"user_id": USER, "chat_id": "chat-secret", "kind": "saved", "user_name": "Robin"}

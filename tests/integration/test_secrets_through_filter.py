@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
-from tests.support.extraction_replies import new_op, new_user_message
-from tests.support.filter_loader import load_filter
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import new_op, new_user_message
+from testkit.filter_loader import load_filter
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 PIPE_PATH = load_filter.__defaults__[0].parent / "memory_commands.py"  # type: ignore[index]
 TIMESTAMP = 1_780_000_000  # 2026-05-28

@@ -4,7 +4,7 @@ wrong address (another server) and name incompatible versions."""
 import httpx
 
 from service import __version__
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 
 def test_every_answer_carries_the_service_header_errors_included(service: LiveService) -> None:

@@ -24,12 +24,12 @@ from service.flows.consolidation import Outcome, Owner
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app
 from service.storage import consolidation as store
-from tests.support.extraction_replies import new_op, new_user_message
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import new_op, new_user_message
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
+from testkit.summary_replies import faithful_merge, is_summary_request, with_summaries
+from testkit.waiting import wait_until_async
 from tests.support.runtimes import RuntimeFactory, runtime_factory
-from tests.support.summary_replies import faithful_merge, is_summary_request, with_summaries
-from tests.support.waiting import wait_until_async
 
 U1 = Owner(OwnerKind.USER, "u1")
 F1 = Owner(OwnerKind.FOLDER, "f1")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 TEMPORARY = {"user_id": "tia", "chat_id": "temporary:sid-7", "kind": "temporary"}
 

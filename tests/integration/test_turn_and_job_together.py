@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from tests.support.live_service import LiveService
+from testkit.live_service import LiveService
 
 CHAT = {"user_id": "u1", "chat_id": "chat-1", "kind": "saved"}
 TURN = {"chat": CHAT, "user_message_id": "m1", "user_message": "Remember that I keep bees."}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import psycopg
 
-from tests.support.filter_loader import FILTER_PATH, load_filter
-from tests.support.live_service import LiveService
+from testkit.filter_loader import FILTER_PATH, load_filter
+from testkit.live_service import LiveService
 
 
 def _chat(user_id: str, chat_id: str, **extra: object) -> dict[str, object]:

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import by_message, new_op
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 CHAT = {"user_id": "u-robin", "user_name": "Robin Meyer", "chat_id": "c-whose", "kind": "saved"}
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from service.embeddings.encoder import Encoder
-from tests.reliability.support import echo_fact
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import echo_fact
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 
 
 @pytest.fixture

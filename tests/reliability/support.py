@@ -1,4 +1,5 @@
-"""Helpers of the reliability tests: budgets, figures, the fact-echoing LLM answer, metrics.
+"""Helpers of the reliability tests: budgets, figures, metrics (the fact-echoing LLM answer is
+`testkit.extraction_replies.echo_fact`).
 
 Budgets of the longer runs come from the environment so `make reliability` can run them
 bigger than `make test` does (every loop is bounded by a count and a time):
@@ -21,16 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.extraction_replies import new_op, new_user_messages
-from tests.support.live_service import LiveService
-
-FACT = re.compile(r"\b(fact-[a-z0-9-]+)\b")
+from testkit.live_service import LiveService
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -46,16 +43,6 @@ def record_figures(name: str, figures: dict[str, Any]) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         (Path(folder) / f"{name}.json").write_text(json.dumps(figures, indent=2) + "\n")
-
-
-def echo_fact(request: dict[str, Any]) -> str:
-    """Extraction answer naming the `fact-…` token of each new user message as one memory."""
-    ops = [
-        {**new_op(f"User mentioned {found.group(1)}"), "message": ref}
-        for ref, text in new_user_messages(request)
-        if (found := FACT.search(text))
-    ]
-    return json.dumps({"operations": ops})
 
 
 def scrape(live: LiveService) -> Samples:

@@ -14,8 +14,8 @@ import re
 import pytest
 
 from bench.fuzz_api import run_fuzz
+from testkit.live_service import LiveService
 from tests.reliability.support import env_int, record_figures
-from tests.support.live_service import LiveService
 
 _HUGE_OFFSET = re.compile(r"'offset': '?\d{19,}")
 

@@ -19,10 +19,11 @@ import pytest
 from pgserver._commands import pg_ctl
 
 from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
-from tests.reliability.support import echo_fact, metric, record_figures, scrape
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
-from tests.support.waiting import LoopLag, wait_until
+from testkit.extraction_replies import echo_fact
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
+from testkit.waiting import LoopLag, wait_until
+from tests.reliability.support import metric, record_figures, scrape
 
 CHAT = {"user_id": "u-restart", "chat_id": "chat-restart", "kind": "saved"}
 RECOVERY_S = 90.0
@@ -110,7 +111,7 @@ async def test_a_database_restart_loses_no_accepted_turn(
         async with LoopLag() as lag:
             seen = await harness.inlet(chat, body, metadata)
         assert seen.body["messages"] == [{"role": "user", "content": "Hello!"}]
-        # within the default 0.8 s valve (+0.3 s), on the loop's clock (tests/support/waiting)
+        # within the default 0.8 s valve (+0.3 s), on the loop's clock (testkit/waiting)
         assert seen.elapsed_ms / 1000 - lag.lag_s <= 0.8 + 0.3, (seen.elapsed_ms, lag.lag_s)
         assert metric(scrape(live), "database_up") == 0
         gate.release.set()  # the in-flight job now meets the dead database

@@ -7,8 +7,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from service.cli.main import app
+from testkit.llm_stub import LLMStub
 from tests.reliability.support import wide_model
-from tests.support.llm_stub import LLMStub
 from tests.support.memory_stub import closed_port_url
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import psycopg
 
 from service.embeddings.encoder import Encoder
+from testkit.extraction_replies import by_message, new_op
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until
 from tests.reliability.support import metric, record_figures, renamed_model, scrape, wide_model
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
-from tests.support.waiting import wait_until
 
 USER = "cat-owner"
 CHAT = {"user_id": USER, "chat_id": "chat-cats", "kind": "saved"}

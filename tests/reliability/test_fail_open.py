@@ -22,11 +22,11 @@ import psycopg
 import pytest
 
 from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
+from testkit.live_service import LiveService
+from testkit.waiting import LoopLag
 from tests.reliability.faults import FaultProxy
 from tests.reliability.support import record_figures
-from tests.support.live_service import LiveService
 from tests.support.memory_stub import closed_port_url
-from tests.support.waiting import LoopLag
 
 INLET_TIMEOUT_S = 0.8
 OUTLET_TIMEOUT_S = 2.0

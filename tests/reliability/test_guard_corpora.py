@@ -15,10 +15,10 @@ import psycopg
 import pytest
 
 from service.core import person
+from testkit.extraction_replies import new_op, new_user_messages
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 from tests.reliability.support import record_figures
-from tests.support.extraction_replies import new_op, new_user_messages
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
 
 CORPORA = Path(__file__).parents[1] / "corpora"
 SECRETS: dict[str, Any] = json.loads((CORPORA / "secrets.json").read_text())

@@ -20,9 +20,10 @@ import psycopg
 import pytest
 
 from bench.service_process import ServiceProcess, free_port
-from tests.reliability.support import echo_fact, env_int, record_figures
-from tests.support.llm_stub import LLMStub
-from tests.support.waiting import wait_until_async
+from testkit.extraction_replies import echo_fact
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until_async
+from tests.reliability.support import env_int, record_figures
 
 DRAIN_S = 180.0
 CONCURRENCY = 6

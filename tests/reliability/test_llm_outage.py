@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli.main import app
-from tests.reliability.support import echo_fact, metric, record_figures, scrape
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
-from tests.support.waiting import wait_until
+from testkit.extraction_replies import echo_fact
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until
+from tests.reliability.support import metric, record_figures, scrape
 
 ATTEMPTS = 3
 CHAT = {"user_id": "u-outage", "chat_id": "chat-outage", "kind": "saved"}

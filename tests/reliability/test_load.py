@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 from bench.load_test import echo_facts, run_load
+from testkit.llm_stub import LLMStub
 from tests.reliability.support import env_int, record_figures
-from tests.support.llm_stub import LLMStub
 
 REQUESTS = 60
 

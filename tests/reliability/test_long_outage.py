@@ -14,8 +14,9 @@ import threading
 import time
 from typing import Any
 
-from tests.reliability.support import echo_fact, env_int, record_figures
-from tests.support.llm_stub import LLMStub
+from testkit.extraction_replies import echo_fact
+from testkit.llm_stub import LLMStub
+from tests.reliability.support import env_int, record_figures
 
 MAX_WAIT_S = 5
 

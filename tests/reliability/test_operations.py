@@ -9,9 +9,9 @@ import httpx
 import psycopg
 
 from service import observability
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 from tests.reliability.support import metric, scrape
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
 
 SECRET_USER = "user-7f3a-private"
 CHAT = {"user_id": SECRET_USER, "chat_id": "chat-ops", "kind": "saved"}

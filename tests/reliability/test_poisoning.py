@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from testkit.extraction_replies import by_message, new_op
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 from tests.reliability.support import record_figures
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
 
 USER = "u-poison"
 CHAT = {"user_id": USER, "chat_id": "chat-poison", "kind": "saved"}

@@ -26,13 +26,13 @@ from service.errors import MemoryNotFound
 from service.flows import memories as memory_flow
 from service.flows.extraction import RunMode, run_extraction
 from service.flows.runtime import Runtime
+from testkit.extraction_replies import new_op, new_user_messages
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until_async as wait_until
 from tests.reliability.support import env_int, record_figures
-from tests.support.extraction_replies import new_op, new_user_messages
 from tests.support.llm_gate import LLMGate
-from tests.support.llm_stub import LLMStub
 from tests.support.races import chat, forget_all, integrity, queue_turn, seed
 from tests.support.runtimes import runtime_factory
-from tests.support.waiting import wait_until_async as wait_until
 
 PAIRS = ("forget", "forget_all", "edit", "chat_deletion", "extraction")
 MOMENTS = ("before_the_call", "during_the_call", "with_the_write", "after_the_answer")

@@ -23,8 +23,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tests.support.llm_stub import Responder
-from tests.support.waiting import wait_until_async as wait_until
+from testkit.llm_stub import Responder
+from testkit.waiting import wait_until_async as wait_until
 
 __all__ = ["LLMGate"]
 

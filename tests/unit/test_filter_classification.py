@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from testkit.filter_loader import load_filter
 from tests.support.emitter import EventRecorder
-from tests.support.filter_loader import load_filter
 from tests.support.memory_stub import TEST_TIMEOUT_S, MemoryServiceStub
 
 classify_chat = load_filter().classify_chat

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from tests.support.filter_loader import load_filter
+from testkit.filter_loader import load_filter
 from tests.support.memory_stub import TEST_TIMEOUT_S, MemoryServiceStub
 from tests.support.open_webui_fake import FakeOpenWebUI
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.support.filter_loader import FILTER_PATH, load_filter
+from testkit.filter_loader import FILTER_PATH, load_filter
 
 SOURCE = FILTER_PATH.read_text(encoding="utf-8")
 ALLOWED_THIRD_PARTY = {"pydantic", "httpx"}

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from testkit.filter_loader import load_filter
 from tests.support.emitter import EventRecorder, status
-from tests.support.filter_loader import load_filter
 from tests.support.memory_stub import (
     MemoryServiceStub,
     StubReply,

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
+from testkit.filter_loader import load_filter
 from tests.support.emitter import EventRecorder
-from tests.support.filter_loader import load_filter
 from tests.support.memory_stub import MemoryServiceStub, StubReply, closed_port_url
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000002"

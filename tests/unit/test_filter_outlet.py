@@ -4,10 +4,10 @@ import json
 
 import pytest
 
+from testkit.filter_loader import load_filter
+from testkit.waiting import wait_until
 from tests.support.emitter import EventRecorder, status
-from tests.support.filter_loader import load_filter
 from tests.support.memory_stub import MemoryServiceStub, StubReply, closed_port_url
-from tests.support.waiting import wait_until
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000001"
 ALICE = {"id": "u-123", "name": "Alice"}

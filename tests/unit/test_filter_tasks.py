@@ -13,7 +13,7 @@ import types
 import pytest
 
 from service.core.ranking import DATA_NOTE, RECALL_HEADER, render_block
-from tests.support.filter_loader import load_filter
+from testkit.filter_loader import load_filter
 from tests.support.memory_stub import TEST_TIMEOUT_S, MemoryServiceStub
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000001"

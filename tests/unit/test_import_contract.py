@@ -14,7 +14,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SERVICE = Path(__file__).resolve().parents[2] / "service"
+REPO = Path(__file__).resolve().parents[2]
+SERVICE = REPO / "service"
 
 BASE = {"errors", "__init__", "resources"}
 """What every layer may import: the exception hierarchy, the package itself (version) and
@@ -163,4 +164,56 @@ def test_the_contract_reports_a_breach_with_its_module_and_layers(tmp_path: Path
     assert _breaches(tmp_path / "service") == [
         "service.core.leaky imports service.flows.context (core → flows)",
         "service.core.leaky imports service.storage (core → storage)",
+    ]
+
+
+PACKAGES: dict[str, set[str]] = {
+    "filter": set(),
+    "service": set(),
+    "migrations": {"service"},
+    "testkit": {"service"},
+    "bench": {"service", "testkit"},
+    "tests": {"service", "testkit", "bench"},
+}
+"""Top-level folder of the repository → the others it may import.
+
+Tests import bench because bench is code under test (the LoCoMo loader, the eval harness,
+the fuzz and load runners) and holds the filter harness; bench never imports tests, because
+a benchmark (and `python -m service eval`) must run without the test suite, and a suite that
+its subject imports is no longer a check of it. What both drive — the stand-in LLM, the
+in-process service, the filter loader, the scripted answers and `wait_until` — lives in
+testkit/, which imports only the service.
+"""
+
+PACKAGE_EXCEPTIONS = {
+    # `python -m service eval` runs bench's LoCoMo harness and testkit's stand-in LLM; a wheel
+    # install has neither (they are not packaged), so the command works from a checkout only.
+    "service/cli/eval.py": {"bench", "testkit"},
+}
+
+
+def _repository_breaches(root: Path = REPO) -> list[str]:
+    breaches = []
+    for top, allowed in PACKAGES.items():
+        for path in sorted((root / top).rglob("*.py")):
+            relative = path.relative_to(root).as_posix()
+            permitted = allowed | {top} | PACKAGE_EXCEPTIONS.get(relative, set())
+            for name in sorted(_third_party_imports(path)):
+                first = name.split(".")[0]
+                if first in PACKAGES and first not in permitted:
+                    breaches.append(f"{relative} imports {name} ({top} → {first})")
+    return breaches
+
+
+def test_bench_never_imports_tests_and_testkit_imports_only_the_service() -> None:
+    assert _repository_breaches() == []
+
+
+def test_the_repository_contract_names_a_bench_module_that_imports_tests(tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "runner.py").write_text(
+        "from tests.support.races import x\nimport testkit.llm_stub\n", encoding="utf-8"
+    )
+    assert _repository_breaches(tmp_path) == [
+        "bench/runner.py imports tests.support.races (bench → tests)"
     ]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.cli import openwebui
-from tests.support.filter_loader import load_filter
+from testkit.filter_loader import load_filter
 
 # Open WebUI 0.12.4 instantiates the first of these classes a function file defines and
 # stores the function under that type (utils/plugin.py, load_function_module_by_id).

@@ -1,4 +1,4 @@
-"""tests/support/llm_stub.py over real HTTP on 127.0.0.1."""
+"""testkit/llm_stub.py over real HTTP on 127.0.0.1."""
 
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.llm_stub import DEFAULT_REPLY, LLMStub
+from testkit.llm_stub import DEFAULT_REPLY, LLMStub
 
 
 @pytest.fixture

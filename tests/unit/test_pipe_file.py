@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from tests.support.filter_loader import FILTER_PATH, load_filter
+from testkit.filter_loader import FILTER_PATH, load_filter
 
 PIPE_PATH = FILTER_PATH.parent / "memory_commands.py"
 

@@ -7,6 +7,9 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+FACT = re.compile(r"\b(fact-[a-z0-9-]+)\b")
+"""The token `echo_fact` looks for: a user message naming `fact-7` becomes one memory."""
+
 _NEW_MESSAGE = re.compile(r"<new_user_message>(.*?)</new_user_message>", re.DOTALL)
 _NEW_MESSAGE_WITH_REF = re.compile(
     r"^\[(u\d+)\][^\n]*\n<new_user_message>(.*?)</new_user_message>", re.DOTALL | re.MULTILINE
@@ -115,3 +118,13 @@ def with_chat_summaries(
         return extraction(request)
 
     return respond
+
+
+def echo_fact(request: dict[str, Any]) -> str:
+    """Extraction answer naming the `fact-…` token of each new user message as one memory."""
+    ops = [
+        {**new_op(f"User mentioned {found.group(1)}"), "message": ref}
+        for ref, text in new_user_messages(request)
+        if (found := FACT.search(text))
+    ]
+    return json.dumps({"operations": ops})

@@ -5,7 +5,7 @@ import sys
 import types
 from pathlib import Path
 
-FILTER_PATH = Path(__file__).resolve().parents[2] / "filter" / "memory_filter.py"
+FILTER_PATH = Path(__file__).resolve().parents[1] / "filter" / "memory_filter.py"
 
 _module_numbers = itertools.count()
 

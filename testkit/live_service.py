@@ -15,7 +15,7 @@ import uvicorn
 from service.api.app import create_app
 from service.config import Settings
 from service.embeddings.encoder import Encoder
-from tests.support.waiting import wait_until
+from testkit.waiting import wait_until
 
 
 @dataclass

@@ -19,7 +19,7 @@ to a JSON-lines file.
 
 Token counts in `usage` are whitespace-separated words, not model tokens.
 
-Run on its own: `python -m tests.support.llm_stub --port 8089` (Ctrl-C stops it).
+Run on its own: `python -m testkit.llm_stub --port 8089` (Ctrl-C stops it).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class StubReply:
 Responder = Callable[[dict[str, Any]], "str | StubReply"]
 
 
-def default_responder(request: dict[str, Any]) -> str:
+def default_responder(_request: dict[str, Any]) -> str:
     """Answer every request with `DEFAULT_REPLY`."""
     return DEFAULT_REPLY
 
@@ -386,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Serve until interrupted: `python -m tests.support.llm_stub --port N [--log FILE]`."""
+    """Serve until interrupted: `python -m testkit.llm_stub --port N [--log FILE]`."""
     parser = argparse.ArgumentParser(description="OpenAI-compatible stand-in LLM server.")
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any).")
     parser.add_argument("--log", type=Path, default=None, help="JSON-lines file of request bodies.")
