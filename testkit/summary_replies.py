@@ -1,6 +1,6 @@
 """Scripted answers of the LLM stand-in for the summarizer's requests.
 
-A summary request (`service/core/consolidation.py`, `build_summary_messages`) lists its
+A summary request (`service/core/consolidation/summary.py`, `build_summary_messages`) lists its
 sources inside `<source_memories>` as `[s1] (YYYY-MM-DD) text` lines. `faithful_merge`
 answers with the sources' texts joined by "; " — each followed by its date when the sources
 were stated on different days — and covers every source: a merge that loses nothing by
