@@ -59,17 +59,19 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def _check_chars(text: str, *, limit: int, holder: str) -> str:
+    if len(text) > limit:
+        raise InvalidInput(f"{holder} holds at most {limit} characters; this one has {len(text)}")
+    return text
+
+
 def check_fact(text: str) -> str:
     """`text` when it fits in a memory.
 
     Raises:
         InvalidInput: more than MAX_FACT_CHARS characters, with a sentence giving both.
     """
-    if len(text) > MAX_FACT_CHARS:
-        raise InvalidInput(
-            f"a memory holds at most {MAX_FACT_CHARS} characters; this one has {len(text)}"
-        )
-    return text
+    return _check_chars(text, limit=MAX_FACT_CHARS, holder="a memory")
 
 
 def check_tags(tags: Sequence[str]) -> tuple[str, ...]:
@@ -92,11 +94,7 @@ def check_command(text: str) -> str:
     Raises:
         InvalidInput: more than MAX_COMMAND_CHARS characters, with a sentence giving both.
     """
-    if len(text) > MAX_COMMAND_CHARS:
-        raise InvalidInput(
-            f"a command holds at most {MAX_COMMAND_CHARS} characters; this one has {len(text)}"
-        )
-    return text
+    return _check_chars(text, limit=MAX_COMMAND_CHARS, holder="a command")
 
 
 class _HasContent(Protocol):

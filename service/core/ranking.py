@@ -28,7 +28,6 @@ import numpy as np
 
 from service.core.records import Candidate, Memory, RankedMemory
 from service.core.safety import inert, redact_secrets
-from service.core.tokens import estimate_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,27 +235,6 @@ def rank_candidates(
     ]
     ranked.sort(key=lambda r: (-r.score, r.memory.seq))
     return ranked
-
-
-def fit_budget(
-    ranked: Sequence[RankedMemory], *, budget_tokens: int, max_items: int
-) -> list[RankedMemory]:
-    """Keep the best memories whose rendered lines fit `budget_tokens` (tokens).
-
-    A memory too long for the remaining budget is skipped, so shorter ones after it may
-    still fit.
-    """
-    kept: list[RankedMemory] = []
-    spent = 0
-    for item in ranked:
-        if len(kept) >= max_items:
-            break
-        cost = estimate_tokens(render_item(item))
-        if spent + cost > budget_tokens:
-            continue
-        kept.append(item)
-        spent += cost
-    return kept
 
 
 def render_item(item: RankedMemory) -> str:

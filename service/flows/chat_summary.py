@@ -30,6 +30,7 @@ from service.core.records import (
     WriteScope,
 )
 from service.errors import ChatSummaryInvalid
+from service.flows import versions
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
 from service.storage import audit, chat_summaries, memories, turns
@@ -293,32 +294,14 @@ async def _write_version(
         embedding_model=rt.encoder.model_name,
     )
     digest = last.message_hash or ""
-    await audit.record(
+    await audit.record_created(
         session,
-        memory_id=new.id,
-        owner_id=chat_id,
+        new,
         actor=ACTOR,
-        action="create",
         reason=f"rolling summary of chat {chat_id} up to message {digest[:12]}",
-        after=audit.snapshot(new),
     )
     if previous is not None:
-        await memories.supersede(
-            session,
-            memory_id=previous.id,
-            successor_id=new.id,
-            at=at,
-            expected_version=previous.version,
-        )
-        await audit.record(
-            session,
-            memory_id=previous.id,
-            owner_id=chat_id,
-            actor=ACTOR,
-            action="supersede",
-            reason=f"updated by {new.id}",
-            before=audit.snapshot(previous),
-        )
+        await versions.supersede(session, old=previous, new=new, at=at, actor=ACTOR)
     await chat_summaries.save(
         session,
         chat_id=chat_id,

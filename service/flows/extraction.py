@@ -50,7 +50,7 @@ from service.core.records import (
     WriteScope,
 )
 from service.errors import ExtractionOutputInvalid
-from service.flows import chat_summary, consolidation
+from service.flows import chat_summary, consolidation, versions
 from service.flows.runtime import Runtime
 from service.flows.turns import batch_policy, chat_from_json, pending_view
 from service.llm.client import decode_json_answer
@@ -658,34 +658,13 @@ async def _apply(
         embedding=np.asarray(vector, dtype=np.float32),
         embedding_model=rt.encoder.model_name,
     )
-    await audit.record(
-        session,
-        memory_id=new.id,
-        owner_id=new.owner_id,
-        actor=actor,
-        action="create",
-        reason=f"extracted from chat {chat.chat_id}",
-        after=audit.snapshot(new),
+    await audit.record_created(
+        session, new, actor=actor, reason=f"extracted from chat {chat.chat_id}"
     )
     if target is not None:
         # the row is locked and was checked above: this cannot miss
-        await memories.supersede(
-            session,
-            memory_id=target.id,
-            successor_id=new.id,
-            at=now,
-            expected_version=target.version,
-        )
+        await versions.supersede(session, old=target, new=new, at=now, actor=actor)
         guard.applied(target, Status.SUPERSEDED)
-        await audit.record(
-            session,
-            memory_id=target.id,
-            owner_id=target.owner_id,
-            actor=actor,
-            action="supersede",
-            reason=f"updated by {new.id}",
-            before=audit.snapshot(target),
-        )
     return 1
 
 

@@ -213,15 +213,7 @@ async def run(
                 embedding=plan.vector,
                 embedding_model=rt.encoder.model_name,
             )
-            await audit.record(
-                session,
-                memory_id=memory.id,
-                owner_id=memory.owner_id,
-                actor=actor,
-                action="create",
-                reason=reason,
-                after=audit.snapshot(memory),
-            )
+            await audit.record_created(session, memory, actor=actor, reason=reason)
             added.append(memory)
     for user_id in sorted({m.owner_id for m in added if m.owner_kind is OwnerKind.USER}):
         await profile_flow.request_refresh(rt, user_id=user_id)

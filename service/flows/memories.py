@@ -157,15 +157,7 @@ async def add(
             embedding=np.asarray(vector),
             embedding_model=rt.encoder.model_name,
         )
-        await audit.record(
-            session,
-            memory_id=memory.id,
-            owner_id=memory.owner_id,
-            actor=actor,
-            action="create",
-            reason="added by the user",
-            after=audit.snapshot(memory),
-        )
+        await audit.record_created(session, memory, actor=actor, reason="added by the user")
     if cell.owner_kind is OwnerKind.USER:
         await profile_flow.request_refresh(rt, user_id=cell.owner_id)
     return memory

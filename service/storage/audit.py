@@ -49,6 +49,19 @@ async def record(
             after=after,
         )
     )
+
+
+async def record_created(session: AsyncSession, memory: Memory, *, actor: str, reason: str) -> None:
+    """Append the "create" event of a memory just inserted: its snapshot as `after`."""
+    await record(
+        session,
+        memory_id=memory.id,
+        owner_id=memory.owner_id,
+        actor=actor,
+        action="create",
+        reason=reason,
+        after=snapshot(memory),
+    )
     await session.flush()
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from service.core import ranking
+from service.core import injection, ranking
 from service.core.ranking import RankingParams
 from service.core.records import (
     Bank,
@@ -112,8 +112,8 @@ def test_budget_skips_what_does_not_fit_and_keeps_shorter_items() -> None:
         RankedMemory(_memory(1, "word " * 200), 0.9, 0.9),
         RankedMemory(_memory(2, "User keeps bees"), 0.8, 0.8),
     ]
-    kept = ranking.fit_budget(items, budget_tokens=50, max_items=5)
-    assert [k.memory.seq for k in kept] == [2]
+    block = injection.compose(profile=None, core=[], relevant=items, budget_tokens=50, max_items=5)
+    assert [k.memory.seq for k in block.items] == [2]
 
 
 def test_block_is_data_framed_and_dated() -> None:
