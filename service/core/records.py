@@ -128,8 +128,8 @@ class ChatContext:
 class Scope:
     """One owner-and-bank cell a query may touch."""
 
-    owner_kind: OwnerKind  #: user or folder
-    owner_id: str  #: user id or folder id
+    owner_kind: OwnerKind  #: user, folder or chat
+    owner_id: str  #: user id, folder id or chat id
     bank: Bank  #: the bank within that owner
 
 
@@ -172,14 +172,14 @@ class Memory:
 
     id: uuid.UUID  #: primary key
     seq: int  #: insertion order (short id shown to users)
-    owner_kind: OwnerKind  #: user or folder
-    owner_id: str  #: user id or folder id
-    bank: Bank  #: Personal, Interaction Patterns or Project Memory
+    owner_kind: OwnerKind  #: user, folder or chat (`Bank.owner_kind`)
+    owner_id: str  #: user id, folder id or chat id
+    bank: Bank  #: Personal, Interaction Patterns, Project Memory or Chat Memory
     content: str  #: the fact, in the user's language; "" for a tombstone
     tags: tuple[str, ...]  #: categories (identity, preference, …)
-    confidence: float  #: 0..1, as given by extraction or 1.0 for manual
+    confidence: float  #: 0..1: as given by extraction, 1.0 when added by hand
     status: Status  #: active, superseded, archived or deleted
-    source_kind: SourceKind  #: extraction, manual or summary
+    source_kind: SourceKind  #: extraction, inference, manual, summary or chat summary
     source_chat_id: str | None  #: chat the memory came from
     source_message_id: str | None  #: user message the memory came from
     created_at: datetime  #: when the fact was stated (UTC)
@@ -198,7 +198,9 @@ class Candidate:
     similarity: float  #: relevance in [0, 1]: 1 − cosine_distance / 2 (seeds/001)
     cosine: float  #: raw cosine similarity in [-1, 1]
     vector: Any = None  #: (d,) float32 embedding when loaded, for diversity (MMR)
-    text_rank: float | None = None  #: full-text ts_rank when found by keywords
+    #: full-text score when found by keywords: Okapi BM25 on the read path, `ts_rank` in
+    #: keyword search (`/memory search`); None when no word matched
+    text_rank: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -327,11 +327,6 @@ def redact(text: str) -> str:
     return text
 
 
-def contains_secret(text: str) -> bool:
-    """True when `redact` would change `text`."""
-    return redact(text) != text
-
-
 def mostly_redacted(text: str, *, min_chars: int = 12) -> bool:
     """True when fewer than `min_chars` characters are left once placeholders are removed:
     a "fact" that would only say that something was withheld."""

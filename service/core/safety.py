@@ -15,7 +15,6 @@ REDACTED = "[redacted]"
 "[redacted password]", "[redacted key]", …)."""
 
 redact_secrets = redaction.redact
-contains_secret = redaction.contains_secret
 mostly_redacted = redaction.mostly_redacted
 
 

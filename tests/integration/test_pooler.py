@@ -8,7 +8,6 @@ statements through the pooler, its job workers poll instead of LISTEN, and what 
 from __future__ import annotations
 
 import secrets
-import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ import psycopg
 from bench.service_process import free_port
 from testkit.extraction_replies import echo_fact
 from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until
 from tests.integration.test_scale_out import _Process
 from tests.support.pgbouncer import pgbouncer
 
@@ -67,10 +67,12 @@ def test_the_service_works_through_pgbouncer_in_transaction_mode(
                         },
                     )
                     assert answer.json()["status"] == "queued", answer.text
-                deadline = time.monotonic() + 120
-                while client.get("/v1/status").json()["turns_done"] < TURNS:
-                    assert time.monotonic() < deadline, service.log_tail()
-                    time.sleep(0.2)
+                wait_until(
+                    lambda: client.get("/v1/status").json()["turns_done"] >= TURNS,
+                    what=f"{TURNS} turns done through the pooler",
+                    timeout_s=120,
+                    interval_s=0.2,
+                )
                 chat = {"user_id": "p-2", "chat_id": "pc-2", "kind": "saved"}
                 context = client.post(
                     "/v1/context", json={"chat": chat, "message": "what is fact-p002?"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from bench.service_process import ServiceProcess, free_port
 from service.config import Settings
 from testkit.extraction_replies import echo_fact, new_user_message
 from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until, wait_until_async
 
 TURNS = 12
 CONNECTIONS = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
@@ -124,15 +124,19 @@ async def test_turns_sent_to_two_replicas_are_extracted_once_by_the_worker_proce
             "worker", command="worker", database_url=database_url, llm=llm, key=key,
             tmp_path=tmp_path,
         )  # fmt: skip
-        deadline = time.monotonic() + DEADLINE_S
         most_connections = 0
-        while time.monotonic() < deadline:
+
+        def drained() -> bool:
+            nonlocal most_connections, done
             done = _count(database_url, "SELECT count(*) FROM turns WHERE status = 'done'")
             most_connections = max(most_connections, _count(database_url, CONNECTIONS) - 1)
-            if done == TURNS:
-                break
-            assert worker.running, worker.log_tail()
-            await asyncio.sleep(0.2)
+            assert done == TURNS or worker.running, worker.log_tail()
+            return done == TURNS
+
+        done = 0
+        await wait_until_async(
+            drained, what=f"{TURNS} turns done by the worker", timeout_s=DEADLINE_S, interval_s=0.2
+        )
         # three processes, each within its stated budget (the sampling connection not counted)
         assert 0 < most_connections <= 3 * Settings().connection_budget(), most_connections
         assert done == TURNS, worker.log_tail()
@@ -199,15 +203,6 @@ def _read(client: httpx.Client, message: str = "hello", **extra: Any) -> dict[st
     return dict(answer.json())
 
 
-def _poll(predicate: Any, timeout_s: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
-    raise TimeoutError("condition not met")
-
-
 def test_a_memory_forgotten_through_one_replica_is_never_served_by_the_other(
     replicas: tuple[httpx.Client, httpx.Client], database_url: str
 ) -> None:
@@ -222,7 +217,11 @@ def test_a_memory_forgotten_through_one_replica_is_never_served_by_the_other(
         ]
         # B reads the profile A's worker wrote: now it is in B's degraded-path cache
         mark = f"cycle {cycle}"
-        _poll(lambda mark=mark: (p := _read(b)["profile"]) and mark in p)
+        wait_until(
+            lambda mark=mark: (p := _read(b)["profile"]) and mark in p,
+            what=f"replica B's profile with {mark}",
+            timeout_s=120,
+        )
         forgotten = f"{PERSONAL[cycle]} (cycle {cycle})"
         assert a.delete(f"/v1/users/pat/memories/{ids[cycle]}").status_code == 204
         # B past its deadline (its tables locked): the cached profile must be gone

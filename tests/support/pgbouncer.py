@@ -14,11 +14,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
+
+from testkit.waiting import wait_until
 
 __all__ = ["pgbouncer"]
 
@@ -78,19 +79,20 @@ def pgbouncer(direct_url: str, *, pool_size: int = 20) -> Iterator[str]:
         command = ["runuser", "-u", run_as, "--", *command]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log = folder / "pgbouncer.log"
-                    raise RuntimeError(
-                        "pgbouncer did not start: "
-                        + (log.read_text() if log.exists() else f"exit {process.returncode}")
-                    ) from None
-                time.sleep(0.05)
+
+        def accepting() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"pgbouncer exited with {process.returncode}")
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+
+        try:
+            wait_until(accepting, what="pgbouncer to accept", timeout_s=30, ignoring=(OSError,))
+        except (RuntimeError, TimeoutError) as exc:
+            log = folder / "pgbouncer.log"
+            raise RuntimeError(
+                f"pgbouncer did not start ({exc}): " + (log.read_text() if log.exists() else "")
+            ) from exc
         yield f"postgresql://{user}@127.0.0.1:{port}/{database}"
     finally:
         process.terminate()
