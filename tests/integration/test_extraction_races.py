@@ -40,10 +40,10 @@ from tests.support.races import (
     integrity,
     memory_rows,
     queue_turn,
+    race_runtime,
     seed,
     turn_rows,
 )
-from tests.support.runtimes import runtime_factory
 
 PARIS = "User lives in Paris"
 BERLIN = "User lives in Berlin"
@@ -66,18 +66,10 @@ def llm(gate: LLMGate) -> Iterator[LLMStub]:
 async def rt(
     database_url: str, encoder: Encoder, tmp_path: Path, llm: LLMStub
 ) -> AsyncIterator[Runtime]:
-    async with runtime_factory(
-        database_url,
-        encoder,
-        tmp_path / "state",
-        LLM_BASE_URL=llm.base_url,
-        LLM_MODEL="stub-model",
-        LLM_TIMEOUT_S=60,
-        MEMORY_BATCH_MESSAGES=1,
-    ) as build:
-        runtime = build()
-        async with runtime.jobs.open_async():
-            yield runtime
+    async with race_runtime(
+        database_url, encoder, tmp_path / "state", llm_base_url=llm.base_url
+    ) as runtime:
+        yield runtime
 
 
 def _dropped(reason: str) -> float:
@@ -263,18 +255,13 @@ async def test_a_rolling_summary_held_in_its_llm_call_delays_no_forget_and_is_dr
         hold_only=is_chat_summary_request,
     )
     with LLMStub(responder=summary_gate) as stub:
-        async with runtime_factory(
+        async with race_runtime(
             database_url,
             encoder,
             tmp_path / "state",
-            LLM_BASE_URL=stub.base_url,
-            LLM_MODEL="stub-model",
-            LLM_TIMEOUT_S=60,
-            MEMORY_BATCH_MESSAGES=1,
+            llm_base_url=stub.base_url,
             MEMORY_CHAT_SUMMARY_TOKENS=1,
-        ) as build:
-            rt = build()
-            await rt.jobs.open_async()
+        ) as rt:
             turn = await queue_turn(
                 rt, context=chat("u1", "c1"), message="I play the cello.", message_id="t1"
             )

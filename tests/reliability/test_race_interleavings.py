@@ -31,8 +31,7 @@ from testkit.llm_stub import LLMStub
 from testkit.waiting import wait_until_async as wait_until
 from tests.reliability.support import env_int, record_figures
 from tests.support.llm_gate import LLMGate
-from tests.support.races import chat, forget_all, integrity, queue_turn, seed
-from tests.support.runtimes import runtime_factory
+from tests.support.races import chat, forget_all, integrity, queue_turn, race_runtime, seed
 
 PAIRS = ("forget", "forget_all", "edit", "chat_deletion", "extraction")
 MOMENTS = ("before_the_call", "during_the_call", "with_the_write", "after_the_answer")
@@ -74,19 +73,11 @@ async def rt(
     database_url: str, encoder: Encoder, tmp_path: Path, gate: LLMGate
 ) -> AsyncIterator[Runtime]:
     with LLMStub(responder=gate) as stub:
-        async with runtime_factory(
-            database_url,
-            encoder,
-            tmp_path / "state",
-            LLM_BASE_URL=stub.base_url,
-            LLM_MODEL="stub-model",
-            LLM_TIMEOUT_S=60,
-            MEMORY_BATCH_MESSAGES=1,
-        ) as build:
-            runtime = build()
-            async with runtime.jobs.open_async():
-                yield runtime
-            gate.open()
+        async with race_runtime(
+            database_url, encoder, tmp_path / "state", llm_base_url=stub.base_url
+        ) as runtime:
+            yield runtime
+        gate.open()
 
 
 async def _run_round(

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from service.core.records import Bank, ChatContext, ChatKind, Memory, OwnerKind, Scope
+from service.embeddings.encoder import Encoder
 from service.flows import commands
 from service.flows import memories as memory_flow
 from service.flows.runtime import Runtime
 from service.flows.turns import chat_to_json
 from service.storage import turns
+from tests.support.runtimes import runtime_factory
 
 __all__ = [
     "Integrity",
@@ -30,9 +35,35 @@ __all__ = [
     "integrity",
     "memory_rows",
     "queue_turn",
+    "race_runtime",
     "seed",
     "turn_rows",
 ]
+
+
+@asynccontextmanager
+async def race_runtime(
+    database_url: str, encoder: Encoder, state_dir: Path, *, llm_base_url: str, **settings: Any
+) -> AsyncIterator[Runtime]:
+    """A Runtime whose job queue is open, talking to the stand-in LLM at `llm_base_url`: one
+    extraction per turn, and LLM calls that may stay held for up to a minute.
+
+    Args:
+        settings: more settings by alias (e.g. MEMORY_CHAT_SUMMARY_TOKENS=1).
+    """
+    async with runtime_factory(
+        database_url,
+        encoder,
+        state_dir,
+        LLM_BASE_URL=llm_base_url,
+        LLM_MODEL="stub-model",
+        LLM_TIMEOUT_S=60,
+        MEMORY_BATCH_MESSAGES=1,
+        **settings,
+    ) as build:
+        runtime = build()
+        async with runtime.jobs.open_async():
+            yield runtime
 
 
 def chat(user_id: str, chat_id: str, *, folder_id: str | None = None) -> ChatContext:
