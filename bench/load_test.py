@@ -268,13 +268,20 @@ async def _one_request(
         user.facts_sent.append(f"fact-{user.marker}-{user.turn}")
 
 
+SETUP_TIMEOUT_S = 120.0
+"""Per-request limit for the seeding, the drain's status polls and the final sweep: they are
+not part of the measured load, so a slow answer there is waited for, not counted or raised."""
+
+
 async def _seed(client: httpx.AsyncClient, user: _User) -> None:
     for text in (
         f"User's favourite animal is the {user.marker}",
         f"User collects postcards of {user.marker} sightings",
         f"User's hobby is photographing the {user.marker}",
     ):
-        response = await client.post(f"/v1/users/{user.user_id}/memories", json={"content": text})
+        response = await client.post(
+            f"/v1/users/{user.user_id}/memories", json={"content": text}, timeout=SETUP_TIMEOUT_S
+        )
         response.raise_for_status()
 
 
@@ -299,7 +306,7 @@ async def _user_loop(
 async def _drain(client: httpx.AsyncClient, report: LoadReport, timeout_s: float) -> None:
     started = time.monotonic()
     while time.monotonic() - started < timeout_s:
-        status = (await client.get("/v1/status")).json()
+        status = (await client.get("/v1/status", timeout=SETUP_TIMEOUT_S)).json()
         if status["turns_queued"] == 0:
             report.drained = True
             break
@@ -311,7 +318,9 @@ async def _final_sweep(client: httpx.AsyncClient, report: LoadReport, users: lis
     """After the drain: every user's memories and context hold only their own marker, and
     each accepted fact is stored exactly once."""
     for user in users:
-        response = await client.get(f"/v1/users/{user.user_id}/memories", params={"limit": 200})
+        response = await client.get(
+            f"/v1/users/{user.user_id}/memories", params={"limit": 200}, timeout=SETUP_TIMEOUT_S
+        )
         response.raise_for_status()
         _check_leak(report, user, "final list", response.text)
         stored = Counter(
@@ -322,6 +331,7 @@ async def _final_sweep(client: httpx.AsyncClient, report: LoadReport, users: lis
         context = await client.post(
             "/v1/context",
             json={"chat": _chat(user), "message": f"What do you know about {user.marker}?"},
+            timeout=SETUP_TIMEOUT_S,
         )
         _check_leak(report, user, "final context", context.text)
         report.facts_accepted += len(user.facts_sent)

@@ -44,6 +44,20 @@ def pg_server() -> Iterator[object]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture
+def pg_home() -> Iterator[Path]:
+    """An empty folder, outside pytest's temp root, for a test's own embedded PostgreSQL.
+
+    As root, pgserver runs PostgreSQL as its `pgserver` user and opens the path up to it; any
+    pytest run that starts meanwhile (a second suite on the machine) sets pytest's root back
+    to 0700, and that PostgreSQL can no longer reach its data ("Permission denied" in initdb
+    or pg_ctl stop, seen while a second suite ran on the same machine)."""
+    folder = Path(tempfile.mkdtemp(prefix="memory-tests-own-pg-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _admin_url(server: object, database: str = "postgres") -> str:
     return str(server.get_uri(database))  # type: ignore[attr-defined]
 

@@ -30,10 +30,10 @@ def test_eval_without_a_model_or_data_exits_2_with_a_sentence(tmp_path: Path) ->
 
 
 def test_eval_on_the_stand_in_writes_results_labelled_as_such(
-    tmp_path: Path, encoder: Encoder, tmp_path_factory: pytest.TempPathFactory
+    tmp_path: Path, pg_home: Path, encoder: Encoder, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     data = write_sample(tmp_path / "locomo.json")
-    out = tmp_path / "run"
+    out = pg_home / "run"  # the run's embedded PostgreSQL lives under it (conftest.pg_home)
     (out / "service" / "models").mkdir(parents=True)
     for export in tmp_path_factory.getbasetemp().glob("models*/*.onnx"):
         shutil.copy2(export, out / "service" / "models" / export.name)

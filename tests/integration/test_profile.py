@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+
+from service.flows.profile import PROFILE_QUEUE
 from testkit.extraction_replies import new_user_message
 from testkit.live_service import LiveService
 from testkit.llm_stub import LLMStub
@@ -94,17 +97,46 @@ async def test_no_profile_below_five_memories(service_factory, db_conn) -> None:
     assert [r for r in llm.requests if "Notes:" in r["messages"][-1]["content"]] == []
 
 
-def test_past_the_deadline_the_inlet_answers_with_the_cached_profile(service_factory) -> None:  # type: ignore[no-untyped-def]
+def _profile_jobs_pending(database_url: str) -> int:
+    """Profile refreshes waiting or running (each one ends by withdrawing the cached text)."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM procrastinate_jobs WHERE queue_name = %s "
+            "AND status IN ('todo', 'doing')",
+            (PROFILE_QUEUE,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_past_the_deadline_the_inlet_answers_with_the_cached_profile(  # type: ignore[no-untyped-def]
+    service_factory, database_url: str
+) -> None:
     """Case 26 inside the service: a deadline shorter than any real lookup degrades at once."""
     with LLMStub(responder=_profile_writer) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
         for fact in PERSONAL:
             live.client.post("/v1/users/pat/memories", json={"content": fact})
-        profile = _wait_for(lambda: _context(live)["profile"])
-        # the same process, now with a deadline no lookup can meet (a restart would start
-        # with an empty cache: it cannot know what was forgotten while it was down)
-        live.app.state.runtime.settings.context_deadline_s = 0.000001
-        answer = _context(live)
+        # every refresh done first: a refresh still queued behind the first profile (five adds
+        # queue up to two on a slow machine) rewrites it and withdraws the text just cached
+        profile = _wait_for(
+            lambda: _profile_jobs_pending(database_url) == 0 and _context(live)["profile"],
+            "the profile, with no refresh left to run",
+        )
+        settings = live.app.state.runtime.settings
+        patient = settings.context_deadline_s
+
+        def read_then_degrade() -> dict[str, Any] | None:
+            # a normal read caches the text; then, in the same process, a deadline no lookup
+            # can meet (a restart would start with an empty cache: it cannot know what was
+            # forgotten while it was down). Tried again only if the last refresh's
+            # withdrawal notice reached this process between the two calls.
+            settings.context_deadline_s = patient
+            _context(live)
+            settings.context_deadline_s = 0.000001
+            answer = _context(live)
+            return answer if answer["block"] else None
+
+        answer = _wait_for(read_then_degrade, "an answer from the cached profile")
     assert answer["status"] == "memory was slow: answered with the cached profile only"
     assert answer["memories"] == []
     # the profile read a moment ago

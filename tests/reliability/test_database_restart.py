@@ -47,8 +47,8 @@ class _Gate:
 
 
 @pytest.fixture
-def own_postgres(tmp_path: Path) -> Iterator[tuple[Any, str]]:
-    server = pgserver.get_server(tmp_path / "pgdata", cleanup_mode="stop")
+def own_postgres(pg_home: Path) -> Iterator[tuple[Any, str]]:
+    server = pgserver.get_server(pg_home / "pgdata", cleanup_mode="stop")
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute("CREATE DATABASE restart")
     yield server, server.get_uri("restart")

@@ -44,13 +44,19 @@ FAULTS = ["down", "reset", "slow", "hang", "server_error", "garbage", "truncated
 _survived: dict[str, dict[str, float]] = {}
 
 
-def _harness(url: str, api_key: str, *, inlet_timeout_s: float = INLET_TIMEOUT_S) -> FilterHarness:
+def _harness(
+    url: str,
+    api_key: str,
+    *,
+    inlet_timeout_s: float = INLET_TIMEOUT_S,
+    outlet_timeout_s: float = OUTLET_TIMEOUT_S,
+) -> FilterHarness:
     instance = load_filter_instance()
     instance.valves = instance.Valves(
         service_url=url,
         api_key=api_key,
         inlet_timeout_s=inlet_timeout_s,
-        outlet_timeout_s=OUTLET_TIMEOUT_S,
+        outlet_timeout_s=outlet_timeout_s,
     )
     return FilterHarness(instance)
 
@@ -120,7 +126,15 @@ async def test_the_chat_is_answered_within_the_valves_whatever_the_service_does(
     }.get(fault, "pass")
     with FaultProxy(upstream_port=port, mode=mode, delay_s=30.0) as proxy:
         url = closed_port_url() if fault == "down" else proxy.url
-        harness = _harness(url, key)
+        # a wrong key is told apart only from the service's answer: with the valves'
+        # 0.8 s / 2.0 s a busy machine can let them pass first, and the turn is then (rightly)
+        # "unavailable". So that case waits as long as the answer takes; its bound is that wait
+        inlet_valve_s, outlet_valve_s = (
+            (PATIENT_INLET_TIMEOUT_S, PATIENT_INLET_TIMEOUT_S)
+            if fault == "wrong_key"
+            else (INLET_TIMEOUT_S, OUTLET_TIMEOUT_S)
+        )
+        harness = _harness(url, key, inlet_timeout_s=inlet_valve_s, outlet_timeout_s=outlet_valve_s)
         started = time.monotonic()
         seen, out, before = await _one_turn(harness, "u-fault", "Hello! What should I cook?")
         total_s = time.monotonic() - started
@@ -133,7 +147,7 @@ async def test_the_chat_is_answered_within_the_valves_whatever_the_service_does(
     # a wrong key is for the admin to fix: retrying never helps, so it is not "unavailable"
     told = MISCONFIGURED if fault == "wrong_key" else UNAVAILABLE
     assert [e["data"]["description"] for e in seen.events] == [told]  # type: ignore[attr-defined]
-    assert inlet_loop_s <= INLET_TIMEOUT_S + MARGIN_S, (inlet_s, before["inlet_lag_s"])
+    assert inlet_loop_s <= inlet_valve_s + MARGIN_S, (inlet_s, before["inlet_lag_s"])
     assert out.body == before["outlet"]  # type: ignore[attr-defined]
     if fault not in ("garbage", "truncated"):
         # (garbage, truncated: the service took the turn; only its answer was damaged on the way)
@@ -141,7 +155,7 @@ async def test_the_chat_is_answered_within_the_valves_whatever_the_service_does(
         # a misconfiguration the user was told of today is not told again
         shown = MISCONFIGURED if fault == "wrong_key" else f"{UNAVAILABLE} · {NOT_SAVED}"
         assert [e["data"]["description"] for e in out.events] == [shown]  # type: ignore[attr-defined]
-    assert outlet_loop_s <= OUTLET_TIMEOUT_S + MARGIN_S, (outlet_s, before["outlet_lag_s"])
+    assert outlet_loop_s <= outlet_valve_s + MARGIN_S, (outlet_s, before["outlet_lag_s"])
     _survived[fault] = {
         "inlet_s": round(inlet_s, 3),
         "inlet_loop_lag_s": round(before["inlet_lag_s"], 3),
