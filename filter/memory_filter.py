@@ -1147,7 +1147,9 @@ def _inlet_status_of(user_id: str, chat_id: Any) -> str:
 
 
 def _joined(*lines: str | None) -> str:
-    return STATUS_SEPARATOR.join(line for line in lines if line)
+    """The non-empty lines in order, each once (the outlet repeats the inlet's line, and a
+    failure of both says the same thing twice)."""
+    return STATUS_SEPARATOR.join(dict.fromkeys(line for line in lines if line))
 
 
 # --- typed commands --------------------------------------------------------------------------

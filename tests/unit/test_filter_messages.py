@@ -264,3 +264,25 @@ async def test_after_the_daily_line_a_misconfigured_turn_shows_no_status_at_all(
 
     line = module.STATUS_MISCONFIGURED
     assert seen == [[line, line], []]
+
+
+async def test_an_admin_sees_the_cause_once_when_inlet_and_outlet_fail_alike():
+    module = load_filter()
+    emitted = []
+    with MemoryServiceStub(lambda request: StubReply(status=401, json={"detail": "no"})) as stub:
+        instance = _filter(module, stub.url)
+        for _ in range(2):
+            inlet_events, outlet_events = EventRecorder(), EventRecorder()
+            await _inlet(instance, "Hello", user=ADMIN, emitter=inlet_events)
+            await instance.outlet(
+                _outlet_body("Hello"), __user__=ADMIN, __event_emitter__=outlet_events
+            )
+            emitted.append(
+                [e["data"]["description"] for e in inlet_events.events + outlet_events.events]
+            )
+
+    line = (
+        f"Memory misconfigured — the memory service at {stub.url} refused the api_key valve "
+        "(HTTP 401): set it to the service's key (`python -m service api-key` prints it)"
+    )
+    assert emitted == [[line, line], [line, line]]
