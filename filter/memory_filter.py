@@ -297,7 +297,7 @@ async def _recall_into(
         failure = _as_failure(exc, valves, timeout_s=valves.inlet_timeout_s)
         log.warning("memory service gave no context: %s", failure.detail)
         if user_valves.show_status:
-            line = _failure_status(failure, user, sender[0])
+            line = _failure_status(failure, user, sender[0], day=_day_of(metadata))
             _remember_inlet_status(sender[0], chat_id, line)
             if line:
                 await _emit_status(emitter, line)
@@ -662,8 +662,10 @@ async def _hand_over_turn(
         if user_valves.show_status:
             line = STATUS_NOT_SAVED
             if failure.lasting:  # the inlet's line (if any) already says why; once a day
-                line = _failure_status(failure, user, sender[0]) or ""
-            await _emit_status(emitter, _joined(inlet_line, line))
+                line = _failure_status(failure, user, sender[0], day=_day_of(metadata)) or ""
+            shown = _joined(inlet_line, line)
+            if shown:  # a user told earlier today sees no line at all, not an empty one
+                await _emit_status(emitter, shown)
         return
     notice = _notice_of(response)
     if _is_admin(user):
@@ -1104,19 +1106,29 @@ def _is_admin(user: Any) -> bool:
     return isinstance(user, dict) and user.get("role") == "admin"
 
 
-def _failure_status(failure: ServiceFailure, user: Any, user_id: str) -> str | None:
-    """The status line for a failure: admins get the cause; users a lasting one once a day."""
+def _failure_status(failure: ServiceFailure, user: Any, user_id: str, *, day: str) -> str | None:
+    """The status line for a failure: admins get the cause; users a lasting one once a day.
+
+    `day` ("YYYY-MM-DD", UTC) is when the user sent the message (`_day_of`).
+    """
     if not failure.lasting:
         return STATUS_UNAVAILABLE
     if _is_admin(user):
         return STATUS_MISCONFIGURED_ADMIN + failure.detail
-    today = datetime.now(UTC).strftime("%Y-%m-%d")
-    if _TOLD_MISCONFIGURED.get(user_id) == today:
+    if _TOLD_MISCONFIGURED.get(user_id) == day:
         return None
     if len(_TOLD_MISCONFIGURED) >= _MAX_REMEMBERED:
         _TOLD_MISCONFIGURED.clear()
-    _TOLD_MISCONFIGURED[user_id] = today
+    _TOLD_MISCONFIGURED[user_id] = day
     return STATUS_MISCONFIGURED
+
+
+def _day_of(metadata: dict[str, Any]) -> str:
+    """The UTC day the user sent this turn's message: its timestamp as Open WebUI passed it
+    on (the browser's), else this server's clock. A user's "once a day" follows their own
+    messages, and a test can send tomorrow's message without waiting a day."""
+    sent = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
+    return sent[:10] if sent else datetime.now(UTC).strftime("%Y-%m-%d")
 
 
 def _remember_inlet_status(user_id: str, chat_id: Any, line: str | None) -> None:
@@ -1135,7 +1147,9 @@ def _inlet_status_of(user_id: str, chat_id: Any) -> str:
 
 
 def _joined(*lines: str | None) -> str:
-    return STATUS_SEPARATOR.join(line for line in lines if line)
+    """The non-empty lines in order, each once (the outlet repeats the inlet's line, and a
+    failure of both says the same thing twice)."""
+    return STATUS_SEPARATOR.join(dict.fromkeys(line for line in lines if line))
 
 
 # --- typed commands --------------------------------------------------------------------------

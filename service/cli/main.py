@@ -38,7 +38,8 @@ then a check through Open WebUI that the filter reaches this service with the ke
   .venv/bin/python -m service openwebui install --url http://127.0.0.1:8080 \\
       --service-url {url} --email <admin e-mail> --password <admin password>
 (--service-url is this service as Open WebUI's server reaches it; change it when Open WebUI
-runs on another machine or in a container.) By hand: README.md, "Install by hand".
+runs on another machine or in a container.)
+By hand: README.md, "Install the filter into Open WebUI".
 """
 #: What the banner says instead of a key it did not just generate (a key is a secret: it is
 #: shown once, when it is made, and never again in a log that may be kept or shared).

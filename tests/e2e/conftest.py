@@ -46,6 +46,7 @@ from tests.e2e.harness import (
     RequestLog,
     free_port,
 )
+from tests.support import memory_blocks
 
 E2E_DIR = Path(__file__).resolve().parent
 ADMIN_EMAIL, ADMIN_PASSWORD = "admin@example.com", "adminpass123"
@@ -83,6 +84,58 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             "e2e timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in TIMINGS.items())
         )
+    if BLOCKS["tests"]:
+        terminalreporter.write_line(
+            f"e2e memory blocks: {BLOCKS['blocks']} in {BLOCKS['requests']} model requests of "
+            f"{BLOCKS['tests']} tests, {BLOCKS['problems']} with a fact twice or a second block"
+        )
+
+
+#: What `no_injected_block_holds_a_fact_twice` saw over the session.
+BLOCKS = {"tests": 0, "requests": 0, "blocks": 0, "problems": 0, "deselected": 0}
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    BLOCKS["deselected"] += sum(E2E_DIR in item.path.parents for item in items)
+
+
+@pytest.fixture(autouse=True)
+def no_injected_block_holds_a_fact_twice(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Issue 15 item 3 as a property of the whole e2e suite: every chat request the stand-in
+    model got during a test holds at most one memory block and no fact twice in it."""
+    if "stack" not in request.fixturenames:
+        yield
+        return
+    stack: Stack = request.getfixturevalue("stack")
+    mark = stack.model_log.mark()
+    yield
+    seen = list(stack.model_log.iter_chat(mark))
+    blocks, problems = memory_blocks.check_requests(seen)
+    BLOCKS["tests"] += 1
+    BLOCKS["requests"] += len(seen)
+    BLOCKS["blocks"] += blocks
+    BLOCKS["problems"] += len(problems)
+    assert problems == [], problems
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A whole e2e run that saw no memory block checked nothing: fail it."""
+    files = {item.path for item in session.items if E2E_DIR in item.path.parents}
+    ran_all = (
+        os.environ.get("E2E_OPENWEBUI")
+        and exitstatus == pytest.ExitCode.OK
+        and BLOCKS["deselected"] == 0
+        and files == set(E2E_DIR.glob("test_e2e_*.py"))
+    )
+    if ran_all and BLOCKS["blocks"] == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                "e2e memory blocks: the whole suite ran but no model request held a memory "
+                "block, so `no_injected_block_holds_a_fact_twice` checked nothing",
+                red=True,
+            )
 
 
 @dataclass

@@ -209,14 +209,16 @@ class OpenWebUIClient:
         session_id: str | None = None,
         model: str = MODEL_ID,
         extra: dict[str, Any] | None = None,
+        timestamp: int | None = None,
     ) -> Turn:
         """One turn in a saved chat; the reply is read back from the stored chat when needed.
 
         Without `session_id` a non-streaming call answers the completion and a streaming one
         answers `null`; with it, the call answers at once and the chat is polled.
+        `timestamp` (epoch seconds) stamps the user message as a browser does.
         """
         user_id, assistant_id = str(uuid.uuid4()), str(uuid.uuid4())
-        user_message = {"role": "user", "content": text}
+        user_message: dict[str, Any] = {"role": "user", "content": text}
         body: dict[str, Any] = {
             "model": model,
             "stream": stream,
@@ -228,6 +230,7 @@ class OpenWebUIClient:
                 **user_message,
                 "parentId": thread.parent_id,
                 "models": [model],
+                **({"timestamp": timestamp} if timestamp is not None else {}),
             },
             **(extra or {}),
         }
@@ -281,6 +284,12 @@ def sse_text(raw: str) -> str:
 
 
 # --- what the model received ------------------------------------------------------------------
+
+
+def status_lines(stored: dict[str, Any] | None) -> list[str]:
+    """The status lines Open WebUI stored with an assistant message, in order."""
+    history = (stored or {}).get("statusHistory") or []
+    return [str(entry.get("description", "")) for entry in history]
 
 
 def system_text(request: dict[str, Any]) -> str:

@@ -100,8 +100,9 @@ def test_install_and_status_check_the_path_from_open_webui(stack: Stack):
 
 
 def _manual_install(stack: Stack) -> None:
-    """The README's "Install the filter into Open WebUI" steps 1-4, as the admin's browser
-    sends them to Open WebUI (each UI action is one of these REST calls)."""
+    """The README's "Install the filter into Open WebUI" steps 1-4 as the admin's browser
+    sends them to Open WebUI (each UI action is one of these REST calls); step 6, the check,
+    is the test's."""
     admin = stack.client("admin")
     names = {FILTER_ID: "Memory Banks", PIPE_ID: "Memory Commands", EVENTS_ID: "Memory Events"}
     for function_id, name in names.items():  # 1. paste each file with its id, save
@@ -161,6 +162,10 @@ def test_a_manual_install_as_documented_runs_memory_list_for_an_ordinary_user(st
     mark = stack.model_log.mark()
     turn = client.send(thread, "/memory list")
     status = stack.run_installer(command="status")
+    # 6. the README's check: doctor signs in with the admin's e-mail and password
+    checked = doctor._check_filter_path(
+        stack.base_url, doctor.AdminLogin(email=stack.admin.email, password=stack.admin.password)
+    )
 
     assert "User plays the cello" in turn.reply
     assert turn.reply.startswith("**Memories** (1):")
@@ -168,6 +173,7 @@ def test_a_manual_install_as_documented_runs_memory_list_for_an_ordinary_user(st
     assert status.returncode == 0, status.stderr
     assert "model memory_commands: active, hidden, readable by everyone" in status.stdout
     assert status.stdout.splitlines()[-1] == CHECK_LINE
+    assert (checked.level, checked.sentence) == ("OK", CHECK_LINE)
 
 
 def test_a_first_person_memory_reaches_the_model_as_the_users(stack: Stack):

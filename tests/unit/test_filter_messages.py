@@ -211,3 +211,78 @@ def test_the_filter_version_constant_matches_its_frontmatter():
     module = load_filter()
     source = open(module.__file__, encoding="utf-8").read()
     assert f"\nversion: {module.FILTER_VERSION}\n" in source
+
+
+def _day_metadata(user: dict[str, Any], timestamp: float) -> dict[str, Any]:
+    """Open WebUI's metadata of a turn whose user message the browser stamped `timestamp`."""
+    return {
+        "chat_id": CHAT_ID,
+        "user_id": user["id"],
+        "user_message": {"id": "u-1", "role": "user", "content": "x", "timestamp": timestamp},
+    }
+
+
+async def test_a_user_is_told_of_a_misconfiguration_again_on_the_next_day_of_their_messages():
+    # The day is the one the user's message was sent on (Open WebUI passes the browser's
+    # stamp), so the line comes back the next day even while the server's clock says today.
+    module = load_filter()
+    user = {**ALICE, "id": "u-next-day"}
+    day, hour = 1_767_225_600, 3600  # 2026-01-01T00:00:00Z
+    shown = []
+    with MemoryServiceStub(lambda request: StubReply(status=401, json={"detail": "no"})) as stub:
+        instance = _filter(module, stub.url)
+        for sent in (day + 10 * hour, day + 18 * hour, day + 33 * hour, day + 40 * hour):
+            events = EventRecorder()
+            await instance.inlet(
+                _body("Hello"),
+                __user__=user,
+                __metadata__=_day_metadata(user, sent),
+                __event_emitter__=events,
+                __chat_id__=CHAT_ID,
+            )
+            shown.append([e["data"]["description"] for e in events.events])
+
+    line = module.STATUS_MISCONFIGURED
+    assert shown == [[line], [], [line], []]
+
+
+async def test_after_the_daily_line_a_misconfigured_turn_shows_no_status_at_all():
+    module = load_filter()
+    user = {**ALICE, "id": "u-quiet-turns"}
+    seen = []
+    with MemoryServiceStub(lambda request: StubReply(status=401, json={"detail": "no"})) as stub:
+        instance = _filter(module, stub.url)
+        for _ in range(2):
+            inlet_events, outlet_events = EventRecorder(), EventRecorder()
+            await _inlet(instance, "Hello", user=user, emitter=inlet_events)
+            await instance.outlet(
+                _outlet_body("Hello"), __user__=user, __event_emitter__=outlet_events
+            )
+            seen.append(
+                [e["data"]["description"] for e in inlet_events.events + outlet_events.events]
+            )
+
+    line = module.STATUS_MISCONFIGURED
+    assert seen == [[line, line], []]
+
+
+async def test_an_admin_sees_the_cause_once_when_inlet_and_outlet_fail_alike():
+    module = load_filter()
+    emitted = []
+    with MemoryServiceStub(lambda request: StubReply(status=401, json={"detail": "no"})) as stub:
+        instance = _filter(module, stub.url)
+        for _ in range(2):
+            inlet_events, outlet_events = EventRecorder(), EventRecorder()
+            await _inlet(instance, "Hello", user=ADMIN, emitter=inlet_events)
+            await instance.outlet(
+                _outlet_body("Hello"), __user__=ADMIN, __event_emitter__=outlet_events
+            )
+            emitted.append(
+                [e["data"]["description"] for e in inlet_events.events + outlet_events.events]
+            )
+
+    line = (
+        f"Memory misconfigured — the memory service at {stub.url} refused the api_key valve "
+        "(HTTP 401): set it to the service's key (`python -m service api-key` prints it)"
+    )
+    assert emitted == [[line, line], [line, line]]

@@ -82,3 +82,13 @@ def test_the_check_through_open_webui_passes_on_the_services_answer() -> None:
         "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
         "memory service with the filter's key"
     )
+
+
+def test_the_start_banner_points_to_a_readme_section_that_exists() -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    headings = {line.lstrip("#").strip() for line in readme.splitlines() if line.startswith("#")}
+    named = re.findall(r'README\.md, "([^"]+)"', main.FILTER_HELP.replace("\n", " "))
+    assert named and all(name in headings for name in named), (named, sorted(headings))
