@@ -18,8 +18,8 @@ from service.core import profile as profile_policy
 from tests.e2e.conftest import Stack, add_user
 from tests.e2e.harness import OpenWebUIClient, system_text
 from tests.support import memory_blocks
-from tests.support.llm_stub import DEFAULT_REPLY
-from tests.support.waiting import wait_until
+from testkit.llm_stub import DEFAULT_REPLY
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
