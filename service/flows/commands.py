@@ -342,8 +342,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     also = f" and {text.counted(cancelled, 'reminder', 'reminders')}" if cancelled else ""
     return (
         f"{forgot}{text.counted(len(rows), 'memory', 'memories')}{also}. "
-        "Project memories of shared folders were kept, and so were the memories of "
-        "assistants with their own memory (forget those in their chats)."
+        "Project memories of shared folders were kept."
     )
 
 
