@@ -174,16 +174,15 @@ class Filter:
         """Add the service's memory block to the system message; never fail the turn."""
         guard_task_transcripts()
         try:
-            metadata = _metadata_of(body, __metadata__)
             await _recall_into(
                 body,
                 valves=self.valves,
                 user=__user__,
-                metadata=metadata,
+                metadata=_metadata_of(body, __metadata__),
                 chat_id=__chat_id__,
                 emitter=__event_emitter__,
                 user_valves_model=self.UserValves,
-                assistant=_decide_assistant(body, __model__, metadata, self.valves),
+                model=__model__,
             )
         except Exception:
             log.exception("memory inlet failed; answering without memory")
@@ -249,7 +248,7 @@ async def _recall_into(
     chat_id: str | None,
     emitter: EventEmitter | None,
     user_valves_model: type[Filter.UserValves],
-    assistant: dict[str, str] | None = None,
+    model: Any = None,
 ) -> None:
     """Run the inlet: classify, switch native memory off, fetch and inject the block."""
     chat_id = chat_id if isinstance(chat_id, str) and chat_id else metadata.get("chat_id")
@@ -260,6 +259,8 @@ async def _recall_into(
     sender = _sender_of(user)
     if kind in _KINDS_WITHOUT_COMMANDS or sender is None:
         return
+    # after the task check: a task request's body stays byte for byte as it came
+    assistant = _decide_assistant(body, model, metadata, valves)
     text = _last_user_text(body.get("messages"))
     if is_memory_command(text):
         await _route_command(
