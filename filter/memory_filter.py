@@ -285,7 +285,9 @@ async def _recall_into(
     user_valves = _read_user_valves(user, user_valves_model)
     if not user_valves.enabled:
         return
-    if valves.disable_native_memory:
+    if valves.disable_native_memory or assistant:
+        # Open WebUI's own memories are the user's personal ones: an assistant with its own
+        # memory never gets them, whatever the valve says
         _disable_native_memory(body)
     if kind == "temporary" and not valves.read_in_temporary_chats:
         return

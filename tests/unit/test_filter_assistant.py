@@ -162,3 +162,15 @@ async def test_an_outlet_without_its_inlets_decision_decides_from_the_model() ->
         )
     chat = _chat_sent(stub, "/v1/turns")
     assert (chat["assistant_id"], chat["assistant_name"]) == ("coder", "Coding Helper")
+
+
+@pytest.mark.parametrize(("valve", "native_off"), [("coder", True), ("", None)])
+async def test_open_webuis_own_memory_stays_out_of_an_assistant_chat_whatever_the_valve(
+    valve: str, native_off: bool | None
+) -> None:
+    module = load_filter()
+    with MemoryServiceStub(responder=_responder) as stub:
+        f = _filter(module, stub.url, assistant_memory_models=valve, disable_native_memory=False)
+        body = {**_body(), "features": {"memory": True}}
+        await _inlet(f, body, CODER, {"chat_id": CHAT_ID})
+    assert body["features"]["memory"] is (False if native_off else True)
