@@ -54,6 +54,12 @@ _KINDS_WITHOUT_MEMORY = frozenset({"task", "automated", "api"})
 _KINDS_WITHOUT_COMMANDS = frozenset({"task", "automated"})
 _COMMAND_WORDS = ("/memory", "/memories")
 COMMAND_METADATA_KEY = "memory_command"
+#: Where the inlet leaves its decision about Assistant Memory for the outlet of the same turn
+#: (`__metadata__` is one live dict from inlet to the inline outlet, CONTRACT §2): an admin
+#: who marks or unmarks the model while the model answers changes the next turn, not this one.
+ASSISTANT_METADATA_KEY = "memory_assistant"
+#: A workspace model with this tag keeps its own memory (Assistant Memory, DESIGN §3).
+OWN_MEMORY_TAG = "own-memory"
 COMMAND_UNAVAILABLE = (
     "The memory service is not reachable right now, so this /memory command did not run. "
     "Please try again in a moment."
@@ -120,6 +126,16 @@ class Filter:
                 "memories, e.g. models served by external providers."
             ),
         )
+        assistant_memory_models: str = Field(
+            default="",
+            description=(
+                "Comma-separated model ids (a trailing * matches a prefix) of assistants "
+                "that keep their own memory: chats with them read and write only each "
+                "user's memory for that assistant, never Personal, Interaction Patterns, "
+                f"Project or Chat Memory. A workspace model tagged `{OWN_MEMORY_TAG}` "
+                "counts too."
+            ),
+        )
         commands_model_id: str = Field(
             default="memory_commands",
             description="Id of the Memory Commands pipe that shows /memory answers verbatim.",
@@ -153,6 +169,7 @@ class Filter:
         __chat_id__: str | None = None,
         __message_id__: str | None = None,
         __request__: Any = None,
+        __model__: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Add the service's memory block to the system message; never fail the turn."""
         guard_task_transcripts()
@@ -165,6 +182,7 @@ class Filter:
                 chat_id=__chat_id__,
                 emitter=__event_emitter__,
                 user_valves_model=self.UserValves,
+                model=__model__,
             )
         except Exception:
             log.exception("memory inlet failed; answering without memory")
@@ -177,16 +195,19 @@ class Filter:
         __metadata__: dict[str, Any] | None = None,
         __event_emitter__: EventEmitter | None = None,
         __request__: Any = None,
+        __model__: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Hand the finished turn to the service; the body is returned unchanged."""
         try:
+            metadata = __metadata__ if isinstance(__metadata__, dict) else {}
             await _hand_over_turn(
                 body,
                 valves=self.valves,
                 user=__user__,
-                metadata=__metadata__ if isinstance(__metadata__, dict) else {},
+                metadata=metadata,
                 emitter=__event_emitter__,
                 user_valves_model=self.UserValves,
+                assistant=_turn_assistant(body, __model__, metadata, self.valves),
             )
         except Exception:
             log.exception("memory outlet failed; turn not saved")
@@ -227,6 +248,7 @@ async def _recall_into(
     chat_id: str | None,
     emitter: EventEmitter | None,
     user_valves_model: type[Filter.UserValves],
+    model: Any = None,
 ) -> None:
     """Run the inlet: classify, switch native memory off, fetch and inject the block."""
     chat_id = chat_id if isinstance(chat_id, str) and chat_id else metadata.get("chat_id")
@@ -237,6 +259,8 @@ async def _recall_into(
     sender = _sender_of(user)
     if kind in _KINDS_WITHOUT_COMMANDS or sender is None:
         return
+    # after the task check: a task request's body stays byte for byte as it came
+    assistant = _decide_assistant(body, model, metadata, valves)
     text = _last_user_text(body.get("messages"))
     if is_memory_command(text):
         await _route_command(
@@ -248,6 +272,7 @@ async def _recall_into(
             sender=sender,
             metadata=metadata,
             is_admin=_is_admin(user),
+            assistant=assistant,
         )
         return
     typo = command_typo_hint(text)
@@ -260,7 +285,9 @@ async def _recall_into(
     user_valves = _read_user_valves(user, user_valves_model)
     if not user_valves.enabled:
         return
-    if valves.disable_native_memory:
+    if valves.disable_native_memory or assistant:
+        # Open WebUI's own memories are the user's personal ones: an assistant with its own
+        # memory never gets them, whatever the valve says
         _disable_native_memory(body)
     if kind == "temporary" and not valves.read_in_temporary_chats:
         return
@@ -288,6 +315,7 @@ async def _recall_into(
                 chat_id=chat_id,
                 sender=sender,
                 metadata=metadata,
+                assistant=assistant,
             ),
             timeout=valves.inlet_timeout_s,
         )
@@ -345,6 +373,7 @@ async def _route_command(
     sender: tuple[str, str | None, str | None],
     metadata: dict[str, Any],
     is_admin: bool = False,
+    assistant: dict[str, str] | None = None,
 ) -> None:
     """Run a /memory command and hand the turn to the Memory Commands pipe.
 
@@ -371,6 +400,7 @@ async def _route_command(
                 chat_id=chat_id,
                 sender=sender,
                 metadata=metadata,
+                assistant=assistant,
             ),
             timeout=valves.command_timeout_s,
         )
@@ -624,6 +654,7 @@ async def _hand_over_turn(
     metadata: dict[str, Any],
     emitter: EventEmitter | None,
     user_valves_model: type[Filter.UserValves],
+    assistant: dict[str, str] | None = None,
 ) -> None:
     """Run the outlet: POST the finished turn to /v1/turns without touching the body."""
     chat_id = body.get("chat_id") or metadata.get("chat_id")
@@ -653,6 +684,7 @@ async def _hand_over_turn(
                 chat_id=chat_id,
                 sender=sender,
                 metadata=metadata,
+                assistant=assistant,
             ),
             timeout=valves.outlet_timeout_s,
         )
@@ -777,6 +809,55 @@ def _with_session_id(metadata: dict[str, Any], session_id: Any) -> dict[str, Any
     if metadata.get("session_id") or not session_id:
         return metadata
     return {**metadata, "session_id": session_id}
+
+
+# --- assistant memory ------------------------------------------------------------------------
+
+
+def assistant_of(model_id: Any, model: Any, patterns: str) -> dict[str, str] | None:
+    """{"id", "name"} of the turn's model when it keeps its own memory, else None.
+
+    An admin marks it either in the `assistant_memory_models` valve (ids, `prefix*`) or with
+    the tag OWN_MEMORY_TAG on the workspace model (Workspace → Models → Tags), which Open
+    WebUI hands every hook as `__model__["info"]["meta"]["tags"]` (CONTRACT §1).
+    """
+    if not isinstance(model_id, str) or not model_id.strip() or len(model_id) > 200:
+        return None
+    details = _dict_of(model)
+    same = details.get("id") == model_id
+    tags = _dict_of(_dict_of(details.get("info")).get("meta")).get("tags") if same else None
+    tagged = any(
+        isinstance(tag, dict) and str(tag.get("name", "")).strip().lower() == OWN_MEMORY_TAG
+        for tag in (tags if isinstance(tags, list) else [])
+    )
+    if not tagged and not _model_excluded(model_id, patterns):
+        return None
+    name = _short_text(details.get("name"), max_chars=255) if same else None
+    return {"id": model_id, "name": name or model_id}
+
+
+def _decide_assistant(
+    body: dict[str, Any], model: Any, metadata: dict[str, Any], valves: Filter.Valves
+) -> dict[str, str] | None:
+    """The inlet's decision for this turn, left in `metadata` for its outlet."""
+    assistant = assistant_of(
+        body.get("model"), model or metadata.get("model"), valves.assistant_memory_models
+    )
+    metadata[ASSISTANT_METADATA_KEY] = dict(assistant) if assistant else {}
+    return assistant
+
+
+def _turn_assistant(
+    body: dict[str, Any], model: Any, metadata: dict[str, Any], valves: Filter.Valves
+) -> dict[str, str] | None:
+    """The outlet's: what the inlet of the same turn decided; decided anew only when the
+    inlet left nothing (an outlet called through `/api/chat/completed`)."""
+    decided = metadata.get(ASSISTANT_METADATA_KEY)
+    if isinstance(decided, dict):
+        if isinstance(decided.get("id"), str) and isinstance(decided.get("name"), str):
+            return {"id": decided["id"], "name": decided["name"]}
+        return None
+    return assistant_of(body.get("model"), model, valves.assistant_memory_models)
 
 
 # --- chat context ----------------------------------------------------------------------------
@@ -947,11 +1028,15 @@ async def _post_for_chat(
     chat_id: Any,
     sender: tuple[str, str | None, str | None],
     metadata: dict[str, Any],
+    assistant: dict[str, str] | None = None,
 ) -> httpx.Response:
     """Work out the chat context (DESIGN §2) and POST it with `payload` to the service."""
     chat = await _chat_context(
         kind=kind, chat_id=chat_id, sender=sender, metadata=metadata, valves=valves
     )
+    if assistant:
+        chat["assistant_id"] = assistant["id"]
+        chat["assistant_name"] = assistant["name"]
     return await _post(valves, path, {"chat": chat, **payload}, timeout_s=timeout_s)
 
 

@@ -6,9 +6,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.core import limits
+from service.core import assistants, limits
 from service.core.records import Bank, ChatContext, ChatKind, Memory
 from service.core.reminders import Reminder, TriggerKind
 
@@ -47,6 +47,19 @@ class ChatContextIn(BaseModel):
         max_length=64,
         description="the sender's IANA time zone (Open WebUI's user setting); unknown = UTC",
     )
+    assistant_id: str | None = Field(
+        default=None,
+        max_length=255,
+        description="the model's id when an admin gave it its own memory (Assistant Memory): "
+        "the chat then reads and writes only the sender's memory for it",
+    )
+    assistant_name: str | None = Field(default=None, max_length=255)
+
+    @model_validator(mode="after")
+    def _assistant_fits(self) -> ChatContextIn:
+        if self.assistant_id:
+            assistants.owner_id(self.user_id, self.assistant_id)  # ValueError → 422
+        return self
 
     def to_record(self) -> ChatContext:
         return ChatContext(
@@ -59,6 +72,8 @@ class ChatContextIn(BaseModel):
             collaborative_reason=self.collaborative_reason,
             read_in_temporary=self.read_in_temporary,
             timezone=self.timezone,
+            assistant_id=self.assistant_id or None,
+            assistant_name=self.assistant_name or None,
         )
 
 
@@ -218,6 +233,9 @@ class MemoryCreate(BaseModel):
     bank: Bank = Bank.PERSONAL
     tags: list[Tag] = Field(default_factory=list, max_length=limits.MAX_TAGS)
     folder_id: str | None = Field(default=None, max_length=255)
+    assistant_id: str | None = Field(
+        default=None, max_length=255, description="the assistant of an Assistant Memory"
+    )
 
 
 class MemoryUpdate(BaseModel):
@@ -242,10 +260,13 @@ class MemoryRead(BaseModel):
     created_at: datetime
     updated_at: datetime
     last_used_at: datetime | None
+    assistant_id: str | None = None  #: the assistant of an Assistant Memory
 
     @classmethod
     def from_record(cls, m: Memory) -> MemoryRead:
+        owner = assistants.parse_owner(m.owner_id) if m.bank is Bank.ASSISTANT else None
         return cls(
+            assistant_id=owner[1] if owner else None,
             id=m.id,
             owner_kind=m.owner_kind.value,
             owner_id=m.owner_id,

@@ -11,6 +11,7 @@ from service.cli import (
     doctor,
     memories,
     openwebui,
+    openwebui_assistants,
     openwebui_memories,
     settings_table,
     summarize,
@@ -117,6 +118,7 @@ def api_key() -> None:
 
 
 openwebui.app.command("import-memories")(openwebui_memories.import_memories_command)
+openwebui.app.command("assistant-memory")(openwebui_assistants.assistant_memory_command)
 app.add_typer(openwebui.app, name="openwebui")
 app.command("summarize")(summarize.summarize)
 app.command("restore")(summarize.restore)

@@ -216,7 +216,7 @@ not used in these chats)
 - `/memory search <text>` — find memories
 - `/memory add [bank:] <text>` — remember something, e.g. `/memory add I keep bees` is kept as
   “User keeps bees” (banks: personal, interaction_patterns, project, chat — `chat:` is
-  remembered in this chat only)
+  remembered in this chat only; with an assistant that has its own memory, its memory)
 - `/memory edit <id> <text>` — change a memory
 - `/memory forget <id>` — forget one memory everywhere
 - `/memory forget all` — forget everything (asks for a confirmation code)
@@ -230,6 +230,10 @@ not used in these chats)
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
 - `/memory help` — this list
+
+In a chat with an assistant that has its own memory (an admin marks it), these commands
+see and change only what you told that assistant — its Assistant Memory, named after it in
+`list` and `banks` — never your Personal, Interaction Patterns, Project or Chat Memory.
 
 Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. Commands work in
 temporary chats too; only learning by itself never happens there. To set a reminder,

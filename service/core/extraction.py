@@ -92,7 +92,9 @@ possessions, and facts about their projects. Follow these rules:
 - bank: "personal" (identity and private facts), "interaction_patterns" (how the user likes
   answers and how they work), "project" (facts about the shared project of this chat's
   folder) or "chat" (facts that only matter in this conversation, e.g. "In this chat we are
-  drafting a wedding speech for Sam and Ari"). Use only the banks listed as allowed.
+  drafting a wedding speech for Sam and Ari"). Use only the banks listed as allowed; when
+  the only one is "assistant" (this assistant keeps its own memory of the user), use it
+  for every fact.
 - tags: any of identity, preference, goal, relationship, behavior, possession.
 - confidence: 0..1, how sure you are the fact is true and lasting.
 - source: "stated" when the user said it, "inferred" when you concluded it from what they
@@ -294,7 +296,13 @@ _INFERRED = frozenset({"inferred", "inference", "implied", "assistant"})
 
 
 def _parse_bank(raw: Any, allowed_banks: Sequence[Bank]) -> Bank | None:
-    """The requested bank if allowed; unknown or missing → the first allowed bank."""
+    """The requested bank if allowed; unknown or missing → the first allowed bank.
+
+    A chat with an assistant that has its own memory may write only that memory (DESIGN §3):
+    every fact told there belongs to it, whatever bank the LLM names.
+    """
+    if Bank.ASSISTANT in allowed_banks:
+        return Bank.ASSISTANT
     if raw in (None, ""):
         return allowed_banks[0]
     try:

@@ -45,6 +45,7 @@ class ExportedMemory(BaseModel):
     source_chat_id: str | None = Field(default=None, max_length=255)
     source_message_id: str | None = Field(default=None, max_length=255)
     folder_id: str | None = Field(default=None, max_length=255)
+    assistant_id: str | None = Field(default=None, max_length=255)
     created_at: datetime
     updated_at: datetime | None = None
 
@@ -63,6 +64,7 @@ class ImportItem:
     created_at: datetime  #: when it was first stated (UTC)
     updated_at: datetime  #: last change (UTC), >= created_at
     folder_id: str | None = None  #: the folder of a Project memory
+    assistant_id: str | None = None  #: the assistant of an Assistant memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,10 @@ def parse_export(data: object) -> ParsedExport:
             continue
         if entry.bank is Bank.PROJECT and not entry.folder_id:
             raise ValueError(f"memory {number} of the file is Project Memory without a folder_id")
+        if entry.bank is Bank.ASSISTANT and not entry.assistant_id:
+            raise ValueError(
+                f"memory {number} of the file is Assistant Memory without an assistant_id"
+            )
         created = _utc(entry.created_at)
         items.append(
             ImportItem(
@@ -120,6 +126,7 @@ def parse_export(data: object) -> ParsedExport:
                 created_at=created,
                 updated_at=max(created, _utc(entry.updated_at or created)),
                 folder_id=entry.folder_id if entry.bank is Bank.PROJECT else None,
+                assistant_id=entry.assistant_id if entry.bank is Bank.ASSISTANT else None,
             )
         )
     return ParsedExport(tuple(items), history, unsupported)

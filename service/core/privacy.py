@@ -5,6 +5,7 @@ Storage applies the returned scopes inside every SQL statement that reads memori
 
 from __future__ import annotations
 
+from service.core import assistants
 from service.core.records import (
     Bank,
     ChatContext,
@@ -18,8 +19,35 @@ from service.core.records import (
 _NO_MEMORY_KINDS = frozenset({ChatKind.API, ChatKind.AUTOMATED, ChatKind.TASK})
 
 
+def assistant_cell(chat: ChatContext) -> Scope | None:
+    """The sender's memory for the chat's assistant; None outside an assistant chat.
+
+    Raises:
+        ValueError: the user and assistant ids are too long together (core/assistants.py).
+    """
+    if not chat.assistant_id or not chat.user_id:
+        return None
+    return Scope(
+        OwnerKind.ASSISTANT,
+        assistants.owner_id(chat.user_id, chat.assistant_id),
+        Bank.ASSISTANT,
+    )
+
+
+def uses_profile(chat: ChatContext) -> bool:
+    """May the sender's core profile go into this chat? It is written from their Personal
+    and Interaction Patterns memories, which an assistant with its own memory never sees."""
+    return not chat.assistant_id
+
+
 def _cells(chat: ChatContext) -> list[Scope]:
     """All cells the rules allow for this chat, before read/write differences."""
+    assistant = assistant_cell(chat)
+    if assistant is not None:
+        # An assistant with its own memory: only the sender's memory for that assistant,
+        # never Personal, Interaction Patterns, Project or Chat Memory, never another
+        # assistant's. Like Personal, never in a chat others see.
+        return [] if chat.collaborative else [assistant]
     cells: list[Scope] = []
     if not chat.collaborative:
         cells.append(Scope(OwnerKind.USER, chat.user_id, Bank.PERSONAL))
@@ -38,7 +66,9 @@ def read_scope(chat: ChatContext) -> ReadScope:
     - private saved chat: Personal, Interaction Patterns of the sender, the folder's Project Memory;
     - collaborative chat (channel, shared folder or chat, sender ≠ owner): never Personal;
     - temporary chat: the same as a private chat when `read_in_temporary`, else nothing;
-    - API call, automation, background task: nothing.
+    - API call, automation, background task: nothing;
+    - a chat with an assistant that has its own memory (`chat.assistant_id`): only the
+      sender's memory for that assistant, and nothing in a collaborative chat.
 
     Folder membership is decided by the filter from Open WebUI at the time of the turn: a chat
     in a folder is only seen by people who can open that folder.
@@ -55,7 +85,8 @@ def write_scope(chat: ChatContext) -> WriteScope:
 
     Temporary chats, API calls, automations and background tasks write nothing; a
     collaborative chat writes only the speaker's Interaction Patterns and the folder's
-    Project Memory, never anyone's Personal bank.
+    Project Memory, never anyone's Personal bank. A private chat with an assistant that has
+    its own memory writes only the sender's memory for that assistant.
     """
     if chat.kind in _NO_MEMORY_KINDS or chat.kind is ChatKind.TEMPORARY or not chat.user_id:
         return WriteScope()

@@ -16,6 +16,7 @@ class Bank(StrEnum):
     INTERACTION = "interaction_patterns"  #: how one user likes to be answered and works
     PROJECT = "project"  #: facts about the shared work of one folder
     CHAT = "chat"  #: facts about one conversation only, read only in that chat
+    ASSISTANT = "assistant"  #: one user's memory for one assistant, read only in its chats
 
     @property
     def label(self) -> str:
@@ -25,7 +26,11 @@ class Bank(StrEnum):
     @property
     def owner_kind(self) -> OwnerKind:
         """Who owns memories of this bank: a user, a folder or a chat."""
-        return {Bank.PROJECT: OwnerKind.FOLDER, Bank.CHAT: OwnerKind.CHAT}.get(self, OwnerKind.USER)
+        return {
+            Bank.PROJECT: OwnerKind.FOLDER,
+            Bank.CHAT: OwnerKind.CHAT,
+            Bank.ASSISTANT: OwnerKind.ASSISTANT,
+        }.get(self, OwnerKind.USER)
 
     @classmethod
     def parse(cls, text: str) -> Bank:
@@ -46,10 +51,13 @@ class Bank(StrEnum):
             "chat memory": cls.CHAT,
             "discussion": cls.CHAT,
             "this chat": cls.CHAT,
+            "assistant memory": cls.ASSISTANT,
+            "this assistant": cls.ASSISTANT,
         }.get(key)
         if alias is None:
             raise ValueError(
-                f"unknown bank {text!r}; use personal, interaction_patterns, project or chat"
+                f"unknown bank {text!r}; use personal, interaction_patterns, project, chat "
+                "or assistant"
             )
         return alias
 
@@ -59,6 +67,7 @@ _BANK_TITLES = {
     Bank.INTERACTION: "Interaction Patterns",
     Bank.PROJECT: "Project Memory",
     Bank.CHAT: "Chat Memory",
+    Bank.ASSISTANT: "Assistant Memory",
 }
 
 
@@ -68,6 +77,8 @@ class OwnerKind(StrEnum):
     USER = "user"  #: Personal and Interaction Patterns belong to one user
     FOLDER = "folder"  #: Project Memory belongs to one Open WebUI folder
     CHAT = "chat"  #: Chat Memory belongs to one chat (by its id)
+    #: Assistant Memory belongs to one user *and* one assistant (core/assistants.py owner_id)
+    ASSISTANT = "assistant"
 
 
 class Status(StrEnum):
@@ -122,6 +133,10 @@ class ChatContext:
     collaborative_reason: str | None = None  #: why the filter thinks so
     read_in_temporary: bool = True  #: may a temporary chat read memories
     timezone: str | None = None  #: the sender's IANA time zone ("Europe/Berlin"), if known
+    #: the workspace model (assistant) an admin gave its own memory, when the chat is with
+    #: one; None = an ordinary model (DESIGN §3, Assistant Memory)
+    assistant_id: str | None = None
+    assistant_name: str | None = None  #: its display name, for labels
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,10 @@ import hmac
 import json
 from datetime import UTC, datetime
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.core import assistants, limits, person, privacy
 from service.core import commands as text
-from service.core import limits, person, privacy
 from service.core import reminders as reminder_policy
 from service.core.commands import Command, CommandName
 from service.core.records import (
@@ -94,10 +96,26 @@ async def _list(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comma
         return f"I don't remember anything{where} that this chat may see.{_hidden_note(chat)}"
     shown = f"{total}" if total <= len(items) else f"{len(items)} newest of {total}"
     lines = "\n".join(text.memory_line(m) for m in items)
-    return f"**Memories{where}** ({shown}):\n\n{lines}{_hidden_note(chat)}"
+    title = _assistant_title(chat) or f"Memories{where}"
+    return f"**{title}** ({shown}):\n\n{lines}{_hidden_note(chat)}"
+
+
+def _assistant_title(chat: ChatContext) -> str | None:
+    """ "Assistant Memory of Coding Helper" in a chat with an assistant that has its own
+    memory (escaped for Markdown), else None."""
+    if not chat.assistant_id:
+        return None
+    return text.escape_markdown(assistants.label(chat.assistant_id, chat.assistant_name))
 
 
 def _hidden_note(chat: ChatContext) -> str:
+    if chat.assistant_id:
+        name = text.escape_markdown(chat.assistant_name or chat.assistant_id)
+        shared = " In a shared chat, not even that is used." if chat.collaborative else ""
+        return (
+            f"\n\n{name} keeps its own memory: only what you told it is used in its chats, "
+            f"never your Personal, Interaction Patterns, Project or Chat Memory.{shared}"
+        )
     if chat.collaborative:
         return "\n\nPersonal memories are never shown in a shared chat."
     return ""
@@ -144,6 +162,17 @@ def _writable_cell(chat: ChatContext, bank: Bank) -> Scope:
         return cell
     if bank is Bank.PROJECT:
         raise InvalidInput("Project Memory belongs to a folder; this chat is not in one")
+    if chat.assistant_id and not chat.collaborative:
+        name = chat.assistant_name or chat.assistant_id
+        raise InvalidInput(
+            f"{name} keeps its own memory, so commands here change only that; "
+            f"change your {bank.label} memories in an ordinary chat"
+        )
+    if bank is Bank.ASSISTANT:
+        raise InvalidInput(
+            "Assistant Memory is changed in a chat with its assistant (a model an admin gave "
+            "its own memory)"
+        )
     if bank is Bank.CHAT:
         raise InvalidInput("Chat Memory needs a saved chat")
     raise InvalidInput(f"{bank.label} memories cannot be changed in a shared chat")
@@ -154,7 +183,14 @@ async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
     if not content:
         return "What should I remember? Example: `/memory add I keep bees`"
     content = person.third_person(content)  # injected under "I recall…": "I" is the assistant
-    bank = bank or (Bank.INTERACTION if chat.collaborative else Bank.PERSONAL)
+    if bank is None:
+        bank = (
+            Bank.ASSISTANT
+            if chat.assistant_id
+            else Bank.INTERACTION
+            if chat.collaborative
+            else Bank.PERSONAL
+        )
     cell = _writable_cell(chat, bank)
     memory = await memory_flow.add(
         rt,
@@ -164,7 +200,8 @@ async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
         actor=f"user:{chat.user_id}",
         source_chat_id=chat.chat_id,
     )
-    return f"Remembered in {bank.label}:\n\n{text.memory_line(memory)}"
+    where = _assistant_title(chat) if bank is Bank.ASSISTANT else None
+    return f"Remembered in {where or bank.label}:\n\n{text.memory_line(memory)}"
 
 
 async def _find(
@@ -253,10 +290,13 @@ async def _forget(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
 async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     if chat.collaborative:
         raise InvalidInput("forget all works in a private chat only")
-    own = memory_flow.owned_scope(chat.user_id)
+    assistant = privacy.assistant_cell(chat)
+    # with an assistant that has its own memory: that memory only (and no reminders, which
+    # are personal); elsewhere the user's own two banks, never an assistant's
+    own = ReadScope((assistant,)) if assistant else memory_flow.owned_scope(chat.user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
-    reminders = await reminder_flow.list_for_user(rt, user_id=chat.user_id)
+    reminders = [] if assistant else await reminder_flow.list_for_user(rt, user_id=chat.user_id)
     if not rows and not reminders:
         return "There is nothing to forget."
     expected = _confirmation_code(
@@ -270,10 +310,15 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
             if code
             else ""
         )
+        banks = _assistant_title(chat) if assistant else "Personal and Interaction Patterns"
         what = (
-            "your only Personal or Interaction Patterns memory"
+            f"your only memory in {banks}"
+            if assistant and len(rows) == 1
+            else f"all {len(rows)} of your memories in {banks}"
+            if assistant
+            else "your only Personal or Interaction Patterns memory"
             if len(rows) == 1
-            else f"all {len(rows)} of your Personal and Interaction Patterns memories"
+            else f"all {len(rows)} of your {banks} memories"
         )
         return (
             f"{wrong}This forgets {what}{also}, for good. To confirm, type:\n\n"
@@ -287,11 +332,16 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
     await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")
+    forgot = f"Forgot {'' if len(rows) == 1 else 'all '}"
+    if assistant:
+        return (
+            f"{forgot}{text.counted(len(rows), 'memory', 'memories')} of {_assistant_title(chat)}. "
+            "Your other memories were kept."
+        )
     cancelled = await reminder_flow.cancel_all(rt, user_id=chat.user_id)
     also = f" and {text.counted(cancelled, 'reminder', 'reminders')}" if cancelled else ""
     return (
-        f"Forgot {'' if len(rows) == 1 else 'all '}"
-        f"{text.counted(len(rows), 'memory', 'memories')}{also}. "
+        f"{forgot}{text.counted(len(rows), 'memory', 'memories')}{also}. "
         "Project memories of shared folders were kept."
     )
 
@@ -303,6 +353,9 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
     async with rt.db.unit_of_work() as session:
         for bank in Bank:
             cells = ReadScope(tuple(s for s in scope.scopes if s.bank is bank))
+            if bank is Bank.ASSISTANT and not cells:
+                lines.append(await _other_assistants_line(session, chat))
+                continue
             count = await memories.count_active(session, scope=cells) if cells else 0
             read = "read" if cells else "hidden here"
             write = (
@@ -313,13 +366,36 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
                 else "no writing here"
             )
             counts = text.counted(count, "memory", "memories")
-            lines.append(f"- **{bank.label}**: {counts} — {read}, {write}")
+            label = (_assistant_title(chat) if bank is Bank.ASSISTANT else None) or bank.label
+            lines.append(f"- **{label}**: {counts} — {read}, {write}")
     return "**Memory banks** in this chat:\n\n" + "\n".join(lines) + _hidden_note(chat)
 
 
+async def _other_assistants_line(session: AsyncSession, chat: ChatContext) -> str:
+    """The Assistant Memory line of `/memory banks` outside an assistant's chat: how many
+    memories the sender keeps with which assistants (counts and ids, never contents), in a
+    private chat only."""
+    if chat.collaborative or chat.assistant_id or not chat.user_id:
+        return f"- **{Bank.ASSISTANT.label}**: hidden here"
+    found = []
+    for owner in await memories.assistant_owners(session, user_id=chat.user_id):
+        cell = ReadScope((Scope(OwnerKind.ASSISTANT, owner, Bank.ASSISTANT),))
+        count = await memories.count_active(session, scope=cell)
+        parsed = assistants.parse_owner(owner)
+        if count and parsed:
+            found.append(f"{text.escape_markdown(parsed[1])} ({count})")
+    kept = f"kept with {', '.join(found)}" if found else "none yet"
+    return (
+        f"- **{Bank.ASSISTANT.label}**: {kept} — hidden here, read and written only in "
+        "chats with that assistant"
+    )
+
+
 async def _profile(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
-    written = await profile_flow.profile_for(
-        rt, user_id=chat.user_id, collaborative=chat.collaborative
+    written = (
+        await profile_flow.profile_for(rt, user_id=chat.user_id, collaborative=chat.collaborative)
+        if privacy.uses_profile(chat)
+        else None  # an assistant with its own memory never gets the profile
     )
     if written:
         return (
@@ -416,11 +492,17 @@ def export_json(rows: list[Memory]) -> list[dict[str, object]]:
             "source_chat_id": m.source_chat_id,
             "source_message_id": m.source_message_id,
             "folder_id": m.owner_id if m.owner_kind is OwnerKind.FOLDER else None,
+            "assistant_id": _assistant_id_of(m),
             "created_at": m.created_at.isoformat(),
             "updated_at": m.updated_at.isoformat(),
         }
         for m in rows
     ]
+
+
+def _assistant_id_of(memory: Memory) -> str | None:
+    owner = assistants.parse_owner(memory.owner_id) if memory.bank is Bank.ASSISTANT else None
+    return owner[1] if owner else None
 
 
 async def _import(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:

@@ -434,7 +434,12 @@ async def _record(rt: Runtime, result: OwnerResult, *, started: datetime) -> Non
 
 
 async def defer_if_near_cap(
-    rt: Runtime, *, user_id: str, folder_id: str | None, written: int
+    rt: Runtime,
+    *,
+    user_id: str,
+    folder_id: str | None,
+    written: int,
+    assistant_owner: str | None = None,
 ) -> None:
     """After an extraction committed: queue a consolidation of each owner it wrote to whose
     active count reached the trigger share of the cap (DESIGN §8: 80 % of 200).
@@ -449,6 +454,8 @@ async def defer_if_near_cap(
         owners = [Owner(OwnerKind.USER, user_id)]
         if folder_id:
             owners.append(Owner(OwnerKind.FOLDER, folder_id))
+        if assistant_owner:  # an assistant chat wrote only there
+            owners = [Owner(OwnerKind.ASSISTANT, assistant_owner)]
         async with rt.db.unit_of_work() as session:
             counts = [
                 (o, await memories.count_active(session, scope=policy.owner_scope(o.kind, o.id)))

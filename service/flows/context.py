@@ -168,9 +168,13 @@ async def recall(
             "context deadline of %.2f s passed; answering with the cached profile",
             rt.settings.context_deadline_s,
         )
+        cached = (
+            profile_flow.cached_profile(user_id=chat.user_id, collaborative=chat.collaborative)
+            if privacy.uses_profile(chat)
+            else None
+        )
         profile = injection.fit_profile(
-            profile_flow.cached_profile(user_id=chat.user_id, collaborative=chat.collaborative),
-            budget_tokens=rt.ranking_params(budget_tokens).budget_tokens,
+            cached, budget_tokens=rt.ranking_params(budget_tokens).budget_tokens
         )
         return ContextResult(
             ranking.render_block(profile=profile, core=[], items=[]), [], profile, DEGRADED
@@ -234,13 +238,18 @@ async def _profile_or_core(
     chat: ChatContext,
     scope: ReadScope,
 ) -> tuple[str | None, list[Memory]]:
-    """The chat's core memories profile, or without one its core memories (DESIGN §6.1)."""
+    """The chat's core memories profile, or without one its core memories (DESIGN §6.1).
+
+    An assistant with its own memory never gets the profile (it is written from Personal
+    and Interaction Patterns): its core memories are the best of its own memory.
+    """
     async with rt.db.unit_of_work() as session:
-        profile = await profile_flow.read_profile(
-            rt, session, user_id=chat.user_id, collaborative=chat.collaborative
-        )
-        if profile:
-            return profile, []
+        if privacy.uses_profile(chat):
+            profile = await profile_flow.read_profile(
+                rt, session, user_id=chat.user_id, collaborative=chat.collaborative
+            )
+            if profile:
+                return profile, []
         return None, await memories.core_memories(
             session, scope=scope, limit=rt.settings.core_max_items
         )

@@ -150,11 +150,15 @@ async def run_extraction(
             observability.record_extraction("invalid_output")
             continue
         assert isinstance(result, tuple)
-        batch_written, folder_id = result
+        batch_written, folder_id, assistant_owner = result
         written += batch_written
         observability.record_extraction("written" if batch_written else "nothing_new")
         await consolidation.defer_if_near_cap(
-            rt, user_id=user_id, folder_id=folder_id, written=batch_written
+            rt,
+            user_id=user_id,
+            folder_id=folder_id,
+            written=batch_written,
+            assistant_owner=assistant_owner,
         )
     if chat_id:
         await chat_summary.update(rt, chat_id=chat_id, chat_quiet=chat_quiet)
@@ -217,11 +221,14 @@ _CLOSED = object()
 """`_extract_batch`: every turn of the batch was closed by someone else during the call."""
 
 
-async def _extract_batch(rt: Runtime, *, batch: Sequence[Turn]) -> tuple[int, str | None] | object:
+async def _extract_batch(
+    rt: Runtime, *, batch: Sequence[Turn]
+) -> tuple[int, str | None, str | None] | object:
     """Extract one batch and close its turns that still wait.
 
     Returns:
-        (memories written, the chat's folder id) on success; None when the LLM's answer
+        (memories written, the chat's folder id, the owner id of the Assistant Memory it
+        writes, if any) on success; None when the LLM's answer
         stayed invalid; `_CLOSED` when no turn of the batch waited any more when the answer
         came (its chat or sender was deleted, forget all, or another job extracted it).
     """
@@ -293,7 +300,8 @@ async def _extract_batch(rt: Runtime, *, batch: Sequence[Turn]) -> tuple[int, st
                     memories_written=count,
                     keep_texts=keep,
                 )
-    return sum(per_turn), chat.folder_id
+    assistant = scope.scope_for(Bank.ASSISTANT)
+    return sum(per_turn), chat.folder_id, assistant.owner_id if assistant else None
 
 
 def _interleave(lists: Sequence[Sequence[Candidate]], limit: int) -> list[Candidate]:

@@ -25,8 +25,8 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from service.core import assistants, privacy
 from service.core import commands as text
-from service.core import privacy
 from service.core.extraction import OpKind, TurnText, build_messages, parse_operations
 from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export, split_facts
 from service.core.records import Bank, ChatContext, Scope, SourceKind
@@ -60,6 +60,8 @@ def _chat_cells(chat: ChatContext) -> imports.CellFor:
             return None
         if item.bank is Bank.PROJECT and item.folder_id not in (None, cell.owner_id):
             return None  # another folder's Project Memory is not this chat's to write
+        if item.bank is Bank.ASSISTANT and item.assistant_id not in (None, chat.assistant_id):
+            return None  # nor another assistant's memory
         return cell
 
     return cell_for
@@ -140,7 +142,8 @@ async def _items(
             return list(parse_export(data).items), True
         except ValueError as exc:
             raise InvalidInput(str(exc)) from exc
-    default = Bank.PERSONAL
+    # an assistant with its own memory: pasted facts are for it (the only bank it writes)
+    default = Bank.ASSISTANT if chat.assistant_id else Bank.PERSONAL
     if rt.llm.configured:
         extracted = await _extract(rt, chat, body, at=at)
         if extracted is not None:
@@ -226,10 +229,16 @@ def _to_json(planned: imports.Planned, *, exact: bool) -> dict[str, Any]:
         "source_chat_id": item.source_chat_id,
         "source_message_id": item.source_message_id,
         "folder_id": planned.cell.owner_id if item.bank is Bank.PROJECT else None,
+        "assistant_id": _assistant_of(planned.cell),
         "created_at": item.created_at.isoformat(),
         "updated_at": item.updated_at.isoformat(),
         "exact": exact,
     }
+
+
+def _assistant_of(cell: Scope) -> str | None:
+    owner = assistants.parse_owner(cell.owner_id) if cell.bank is Bank.ASSISTANT else None
+    return owner[1] if owner else None
 
 
 def _code(rt: Runtime, user_id: str, pending: list[dict[str, Any]]) -> str:

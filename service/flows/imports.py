@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.core import assistants, dedup, person, safety
 from service.core import commands as text
-from service.core import dedup, person, safety
 from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export, same_text
 from service.core.imports import export_markdown as markdown_document
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
@@ -60,13 +60,25 @@ class ImportReport:
 
 
 def user_cell(user_id: str) -> CellFor:
-    """Cells of a restore for `user_id`: their own banks, a Project memory its folder."""
+    """Cells of a restore for `user_id`: their own banks, a Project memory its folder, an
+    Assistant memory the user's memory for its assistant."""
 
     def cell_for(item: ImportItem) -> Scope | None:
         if item.bank is Bank.PROJECT:
             return Scope(OwnerKind.FOLDER, item.folder_id, Bank.PROJECT) if item.folder_id else None
         if item.bank is Bank.CHAT:
             return None
+        if item.bank is Bank.ASSISTANT:
+            if not item.assistant_id:
+                return None
+            try:
+                return Scope(
+                    OwnerKind.ASSISTANT,
+                    assistants.owner_id(user_id, item.assistant_id),
+                    Bank.ASSISTANT,
+                )
+            except ValueError:
+                return None  # ids too long together: counted as not allowed
         return Scope(OwnerKind.USER, user_id, item.bank)
 
     return cell_for

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from service.core import limits, safety
+from service.core import assistants, limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import chat_summary
@@ -22,19 +22,51 @@ from service.storage import imports as import_store
 
 
 def owned_scope(
-    user_id: str, *, folder_id: str | None = None, bank: Bank | None = None
+    user_id: str,
+    *,
+    folder_id: str | None = None,
+    bank: Bank | None = None,
+    assistant_id: str | None = None,
 ) -> ReadScope:
     """The cells a user manages: their Personal and Interaction Patterns banks, plus the
-    Project Memory of `folder_id` when given (membership is checked by the filter)."""
+    Project Memory of `folder_id` when given (membership is checked by the filter), plus
+    their memory for `assistant_id` when given.
+
+    Raises:
+        InvalidInput: the user and assistant ids are too long together.
+    """
     cells = [
         Scope(OwnerKind.USER, user_id, Bank.PERSONAL),
         Scope(OwnerKind.USER, user_id, Bank.INTERACTION),
     ]
     if folder_id:
         cells.append(Scope(OwnerKind.FOLDER, folder_id, Bank.PROJECT))
+    if assistant_id:
+        cells.append(assistant_cell(user_id, assistant_id))
     if bank is not None:
         cells = [c for c in cells if c.bank is bank]
     return ReadScope(tuple(cells))
+
+
+def assistant_cell(user_id: str, assistant_id: str) -> Scope:
+    """`user_id`'s memory for `assistant_id`. Raises InvalidInput when the ids are too long."""
+    try:
+        return Scope(
+            OwnerKind.ASSISTANT, assistants.owner_id(user_id, assistant_id), Bank.ASSISTANT
+        )
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+async def everything_of(rt: Runtime, *, user_id: str) -> ReadScope:
+    """Every cell that is only `user_id`'s: Personal, Interaction Patterns and their memory
+    for each assistant they have one for (user deletion, a full export)."""
+    async with rt.db.unit_of_work() as session:
+        owners = await memories.assistant_owners(session, user_id=user_id)
+    own = owned_scope(user_id)
+    return ReadScope(
+        own.scopes + tuple(Scope(OwnerKind.ASSISTANT, o, Bank.ASSISTANT) for o in owners)
+    )
 
 
 def _clean(content: str) -> str:
@@ -58,12 +90,14 @@ async def list_for_user(
     folder_id: str | None,
     limit: int,
     offset: int,
+    assistant_id: str | None = None,
 ) -> tuple[list[Memory], int]:
     """A page of the user's active memories, newest first, and the total."""
+    scope = owned_scope(user_id, folder_id=folder_id, bank=bank, assistant_id=assistant_id)
     async with rt.db.unit_of_work() as session:
         return await memories.list_memories(
             session,
-            scope=owned_scope(user_id, folder_id=folder_id, bank=bank),
+            scope=scope,
             limit=limit,
             offset=offset,
         )
@@ -79,19 +113,27 @@ async def keyword_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int
 
 
 async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -> list[Memory]:
-    """Everything of the user's that still has content, oldest first."""
+    """Everything of the user's that still has content, oldest first: their own banks, their
+    memory for every assistant, and the Project Memory of `folder_id` when given."""
+    scope = await everything_of(rt, user_id=user_id)
+    if folder_id:
+        scope = ReadScope((*scope.scopes, Scope(OwnerKind.FOLDER, folder_id, Bank.PROJECT)))
     async with rt.db.unit_of_work() as session:
-        return await memories.export_rows(session, scope=owned_scope(user_id, folder_id=folder_id))
+        return await memories.export_rows(session, scope=scope)
 
 
 async def get_for_user(
-    rt: Runtime, *, user_id: str, memory_id: uuid.UUID, folder_id: str | None = None
+    rt: Runtime,
+    *,
+    user_id: str,
+    memory_id: uuid.UUID,
+    folder_id: str | None = None,
+    assistant_id: str | None = None,
 ) -> Memory:
     """One active memory of the user. Raises MemoryNotFound."""
+    scope = owned_scope(user_id, folder_id=folder_id, assistant_id=assistant_id)
     async with rt.db.unit_of_work() as session:
-        found = await memories.get(
-            session, scope=owned_scope(user_id, folder_id=folder_id), memory_id=memory_id
-        )
+        found = await memories.get(session, scope=scope, memory_id=memory_id)
     if found is None:
         raise MemoryNotFound(f"no memory {memory_id} for this user")
     return found
@@ -105,21 +147,26 @@ async def add_for_user(
     bank: Bank,
     tags: Sequence[str],
     folder_id: str | None,
+    assistant_id: str | None = None,
 ) -> Memory:
     """Store a memory the user wrote themselves (confidence 1.0).
 
     Raises:
-        InvalidInput: empty or instruction-like text, or a Project memory without a folder.
+        InvalidInput: empty or instruction-like text, a Project memory without a folder, an
+            Assistant memory without its assistant.
     """
     if bank is Bank.PROJECT and not folder_id:
         raise InvalidInput("a Project Memory needs the folder_id of its project")
     if bank is Bank.CHAT:
         raise InvalidInput("Chat Memory is added from inside its chat (/memory add chat: …)")
-    cell = (
-        Scope(OwnerKind.FOLDER, folder_id, bank)
-        if bank is Bank.PROJECT and folder_id
-        else Scope(OwnerKind.USER, user_id, bank)
-    )
+    if (bank is Bank.ASSISTANT) != bool(assistant_id):
+        raise InvalidInput("an Assistant Memory needs assistant_id, and only it takes one")
+    if bank is Bank.ASSISTANT and assistant_id:
+        cell = assistant_cell(user_id, assistant_id)
+    elif bank is Bank.PROJECT and folder_id:
+        cell = Scope(OwnerKind.FOLDER, folder_id, bank)
+    else:
+        cell = Scope(OwnerKind.USER, user_id, bank)
     return await add(rt, cell=cell, content=content, tags=tags, actor=f"user:{user_id}")
 
 
@@ -172,11 +219,12 @@ async def edit_for_user(
     bank: Bank | None,
     tags: Sequence[str] | None,
     folder_id: str | None = None,
+    assistant_id: str | None = None,
 ) -> Memory:
     """Change a memory's text, bank or tags. Raises MemoryNotFound, InvalidInput."""
     return await edit(
         rt,
-        scope=owned_scope(user_id, folder_id=folder_id),
+        scope=owned_scope(user_id, folder_id=folder_id, assistant_id=assistant_id),
         memory_id=memory_id,
         content=content,
         bank=bank,
@@ -246,12 +294,17 @@ async def edit(
 
 
 async def forget_for_user(
-    rt: Runtime, *, user_id: str, memory_id: uuid.UUID, folder_id: str | None = None
+    rt: Runtime,
+    *,
+    user_id: str,
+    memory_id: uuid.UUID,
+    folder_id: str | None = None,
+    assistant_id: str | None = None,
 ) -> int:
     """Forget one of the user's memories (see `forget`). Raises MemoryNotFound."""
     return await forget(
         rt,
-        scope=owned_scope(user_id, folder_id=folder_id),
+        scope=owned_scope(user_id, folder_id=folder_id, assistant_id=assistant_id),
         memory_id=memory_id,
         actor=f"user:{user_id}",
     )
@@ -313,17 +366,18 @@ async def forget_folders(
 async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     """A user account was deleted: forget everything that was only theirs.
 
-    Their Personal and Interaction Patterns memories and the Chat Memory of their chats are
-    forgotten (content-free tombstones stay), their reminders cancelled; their profiles,
-    switches and injection records are deleted. Project Memory belongs to its folder and stays.
+    Their Personal and Interaction Patterns memories, their memory for every assistant and
+    the Chat Memory of their chats are forgotten (content-free tombstones stay), their
+    reminders cancelled; their profiles, switches and injection records are deleted. Project
+    Memory belongs to its folder and stays.
 
     Returns:
         Number of memories forgotten.
     """
-    own = owned_scope(user_id)
     async with rt.db.unit_of_work() as session:
         # first, so an extraction running now finishes before its memories are looked up
         await turns.discard(session, user_id=user_id)
+    own = await everything_of(rt, user_id=user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
     count = await forget_all_of(rt, scope=own, rows=rows, actor=actor)

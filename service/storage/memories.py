@@ -44,6 +44,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
+from service.core import assistants
 from service.core.records import (
     Bank,
     Candidate,
@@ -1078,3 +1079,21 @@ async def tombstone(
             version=MemoryRow.version + 1,
         )
     )
+
+
+async def assistant_owners(session: AsyncSession, *, user_id: str | None = None) -> list[str]:
+    """Owner ids of Assistant Memory holding any row (any status), sorted; with `user_id`
+    only that user's (core/assistants.py: every one starts with `owner_prefix(user_id)`).
+
+    This finds cells, not memories: what a cell holds is read with its scope as usual.
+    """
+    stmt = (
+        select(MemoryRow.owner_id)
+        .where(MemoryRow.owner_kind == OwnerKind.ASSISTANT.value)
+        .distinct()
+        .order_by(MemoryRow.owner_id)
+    )
+    if user_id is not None:
+        # starts_with, not LIKE: a user id may hold % or _
+        stmt = stmt.where(func.starts_with(MemoryRow.owner_id, assistants.owner_prefix(user_id)))
+    return list((await session.execute(stmt)).scalars())

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from service.core import profile as profile_policy
+from testkit.llm_stub import DEFAULT_REPLY
+from testkit.waiting import wait_until
 from tests.e2e.conftest import Stack, add_user
 from tests.e2e.harness import OpenWebUIClient, system_text
 from tests.support import memory_blocks
-from testkit.llm_stub import DEFAULT_REPLY
-from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

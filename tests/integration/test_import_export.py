@@ -251,7 +251,7 @@ def test_a_file_that_is_not_an_export_is_refused_with_a_sentence_and_nothing_wri
     assert answer.status_code == 400
     assert answer.json()["detail"] == (
         "memory 2 of the file: bank: Input should be 'personal', 'interaction_patterns', "
-        "'project' or 'chat'"
+        "'project', 'chat' or 'assistant'"
     )
     no_folder = {**good, "bank": "project"}
     answer = service.client.post("/v1/users/u1/memories/import", json=[no_folder])

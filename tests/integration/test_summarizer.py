@@ -743,3 +743,36 @@ async def test_the_daily_summarizer_is_a_periodic_job_on_the_consolidation_queue
     async with jobs.open_async():  # what the periodic deferrer does at 03:00
         await jobs.configure_task("summarize_all").defer_async(timestamp=int(time.time()))
     assert await _wait_for_run(db_conn, "daily") == ("u1", "applied", 10, 9, 1, 2)
+
+
+async def test_the_daily_run_consolidates_a_users_memory_of_an_assistant_on_its_own(
+    live: LiveService,
+    runtime: RuntimeFactory,
+    db_conn: psycopg.AsyncConnection,
+) -> None:
+    """The coffee pair in u1's memory for the assistant "coder" is merged there; the same
+    fact in u1's Personal bank is another owner's and stays as it was."""
+    coffee = [SEED[3]["content"], SEED[4]["content"]]
+    for content in coffee:
+        answer = live.client.post(
+            "/v1/users/u1/memories",
+            json={"content": content, "bank": "assistant", "assistant_id": "coder"},
+        )
+        assert answer.status_code == 201, answer.text
+    assert live.client.post("/v1/users/u1/memories", json={"content": coffee[0]}).status_code == 201
+    await age(db_conn)
+    report = await consolidation.summarize(runtime())
+    assert [r.owner for r in report.results if r.outcome is Outcome.APPLIED] == [
+        Owner(OwnerKind.ASSISTANT, '["u1","coder"]')
+    ]
+    rows = await (
+        await db_conn.execute(
+            "SELECT owner_id, bank, status, source_kind FROM memories ORDER BY seq"
+        )
+    ).fetchall()
+    assert rows == [
+        ('["u1","coder"]', "assistant", "archived", "manual"),
+        ('["u1","coder"]', "assistant", "archived", "manual"),
+        ("u1", "personal", "active", "manual"),
+        ('["u1","coder"]', "assistant", "active", "summary"),
+    ]

@@ -500,6 +500,14 @@ def test_owner_scopes_cover_exactly_the_owners_banks() -> None:
     ]
 
 
+def test_an_assistant_owner_is_consolidated_within_its_own_cell() -> None:
+    owner = '["u1","coder"]'
+    scope = policy.owner_scope(OwnerKind.ASSISTANT, owner)
+    assert [(s.owner_kind, s.owner_id, s.bank) for s in scope.scopes] == [
+        (OwnerKind.ASSISTANT, owner, Bank.ASSISTANT)
+    ]
+
+
 def test_a_summary_keeps_at_most_the_tag_limit_of_its_sources_tags() -> None:
     from service.core import limits
 

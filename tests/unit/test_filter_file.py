@@ -101,6 +101,7 @@ def test_valves_defaults():
         "disable_native_memory": True,
         "read_in_temporary_chats": True,
         "no_memory_models": "",
+        "assistant_memory_models": "",
         "commands_model_id": "memory_commands",
         "command_timeout_s": 5.0,
     }

@@ -18,6 +18,11 @@ router = APIRouter(prefix="/v1/users/{user_id}/memories", tags=["memories"])
 chats = APIRouter(prefix="/v1", tags=["memories"])
 
 UserId = Path(min_length=1, max_length=255, description="Open WebUI user id")
+AssistantId = Query(
+    default=None,
+    max_length=255,
+    description="also the user's memory for this assistant (a model with its own memory)",
+)
 
 
 @router.get("", response_model=MemoryList)
@@ -28,17 +33,26 @@ async def list_memories(
     folder_id: str | None = Query(default=None, max_length=255),
     limit: int = Query(default=50, ge=1, le=200),
     offset: int = Query(default=0, ge=0),
+    assistant_id: str | None = AssistantId,
 ) -> MemoryList:
-    """The user's active memories, newest first (plus a folder's Project Memory if given)."""
+    """The user's active memories, newest first (plus a folder's Project Memory and the
+    user's memory for an assistant, if given)."""
     items, total = await memories.list_for_user(
-        rt, user_id=user_id, bank=bank, folder_id=folder_id, limit=limit, offset=offset
+        rt,
+        user_id=user_id,
+        bank=bank,
+        folder_id=folder_id,
+        limit=limit,
+        offset=offset,
+        assistant_id=assistant_id,
     )
     return MemoryList(items=[MemoryRead.from_record(m) for m in items], total=total)
 
 
 @router.post("", response_model=MemoryRead, status_code=status.HTTP_201_CREATED)
 async def add_memory(body: MemoryCreate, rt: RuntimeDep, user_id: str = UserId) -> MemoryRead:
-    """Add a memory written by the user (Project Memory needs `folder_id`)."""
+    """Add a memory written by the user (Project Memory needs `folder_id`, Assistant Memory
+    `assistant_id`)."""
     memory = await memories.add_for_user(
         rt,
         user_id=user_id,
@@ -46,6 +60,7 @@ async def add_memory(body: MemoryCreate, rt: RuntimeDep, user_id: str = UserId) 
         bank=body.bank,
         tags=body.tags,
         folder_id=body.folder_id,
+        assistant_id=body.assistant_id,
     )
     return MemoryRead.from_record(memory)
 
@@ -61,12 +76,12 @@ async def search_memories(
     ),
     folder_id: str | None = Query(default=None, max_length=255),
     limit: int = Query(default=20, ge=1, le=200),
+    assistant_id: str | None = AssistantId,
 ) -> MemoryList:
     """Keyword search: each `;`-separated phrase (at most 60) matched as a phrase, any of them,
     most relevant first. Any characters are allowed."""
-    found = await memories.keyword_search(
-        rt, scope=memories.owned_scope(user_id, folder_id=folder_id), text=q, limit=limit
-    )
+    scope = memories.owned_scope(user_id, folder_id=folder_id, assistant_id=assistant_id)
+    found = await memories.keyword_search(rt, scope=scope, text=q, limit=limit)
     return MemoryList(items=[MemoryRead.from_record(m) for m in found], total=len(found))
 
 
@@ -79,9 +94,10 @@ async def export_memories(
         default="json", description="json (to import again) or markdown (to read)"
     ),
 ) -> list[dict[str, object]] | Response:
-    """Every memory of the user that still has content (active, superseded, archived), as
-    JSON — the same data `/memory export` shows, and what `POST …/memories/import` reads —
-    or, with `format=markdown`, the active ones as a document for people."""
+    """Every memory of the user that still has content (active, superseded, archived;
+    their own banks and their memory for every assistant), as JSON — the same data
+    `/memory export` shows, and what `POST …/memories/import` reads — or, with
+    `format=markdown`, the active ones as a document for people."""
     rows = await memories.export_for_user(rt, user_id=user_id, folder_id=folder_id)
     if format == "markdown":
         return Response(content=export_markdown(rows), media_type="text/markdown; charset=utf-8")
@@ -94,10 +110,17 @@ async def get_memory(
     rt: RuntimeDep,
     user_id: str = UserId,
     folder_id: str | None = Query(default=None, max_length=255),
+    assistant_id: str | None = AssistantId,
 ) -> MemoryRead:
     """One active memory of the user; 404 when it is not theirs or was forgotten."""
     return MemoryRead.from_record(
-        await memories.get_for_user(rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id)
+        await memories.get_for_user(
+            rt,
+            user_id=user_id,
+            memory_id=memory_id,
+            folder_id=folder_id,
+            assistant_id=assistant_id,
+        )
     )
 
 
@@ -108,6 +131,7 @@ async def edit_memory(
     rt: RuntimeDep,
     user_id: str = UserId,
     folder_id: str | None = Query(default=None, max_length=255),
+    assistant_id: str | None = AssistantId,
 ) -> MemoryRead:
     """Change a memory's text, bank or tags; the change is audited."""
     memory = await memories.edit_for_user(
@@ -118,6 +142,7 @@ async def edit_memory(
         bank=body.bank,
         tags=body.tags,
         folder_id=folder_id,
+        assistant_id=assistant_id,
     )
     return MemoryRead.from_record(memory)
 
@@ -128,9 +153,12 @@ async def forget_memory(
     rt: RuntimeDep,
     user_id: str = UserId,
     folder_id: str | None = Query(default=None, max_length=255),
+    assistant_id: str | None = AssistantId,
 ) -> Response:
     """Forget a memory everywhere; only a content-free tombstone stays."""
-    await memories.forget_for_user(rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id)
+    await memories.forget_for_user(
+        rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id, assistant_id=assistant_id
+    )
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -160,8 +188,8 @@ async def forget_all_chat_memories(rt: RuntimeDep, user_id: str = UserId) -> dic
 
 @chats.delete("/users/{user_id}/memories")
 async def forget_user_memories(rt: RuntimeDep, user_id: str = UserId) -> dict[str, int]:
-    """A user account was deleted: forget their Personal, Interaction Patterns and Chat
-    Memory, profile and settings (the Memory Events function calls this on `user.deleted`).
+    """A user account was deleted: forget their Personal, Interaction Patterns, Assistant
+    and Chat Memory, profile and settings (the Memory Events function calls this on `user.deleted`).
     Project Memory belongs to its folder and stays."""
     return {
         "forgotten": await memories.forget_user(rt, user_id=user_id, actor="openwebui:user.deleted")

@@ -61,10 +61,12 @@ class OwnerPlan:
 
 
 def owner_scope(owner_kind: OwnerKind, owner_id: str) -> ReadScope:
-    """Every cell one owner has: a user's Personal and Interaction Patterns banks, or a
-    folder's Project Memory (DESIGN §3)."""
+    """Every cell one owner has: a user's Personal and Interaction Patterns banks, a
+    folder's Project Memory, or one user's memory for one assistant (DESIGN §3)."""
     if owner_kind is OwnerKind.FOLDER:
         return ReadScope((Scope(OwnerKind.FOLDER, owner_id, Bank.PROJECT),))
+    if owner_kind is OwnerKind.ASSISTANT:
+        return ReadScope((Scope(OwnerKind.ASSISTANT, owner_id, Bank.ASSISTANT),))
     return ReadScope(
         (
             Scope(OwnerKind.USER, owner_id, Bank.PERSONAL),
