@@ -5,6 +5,7 @@ version: 0.1.0
 required_open_webui_version: 0.12.0
 description: A "Remember this" button under each reply: the memory service keeps the message's facts for you (companion of the Memory Banks filter).
 license: MIT
+icon_url: data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAyNCIgZmlsbD0ibm9uZSIgc3Ryb2tlPSJibGFjayIgc3Ryb2tlLXdpZHRoPSIxLjUiIHN0cm9rZS1saW5lY2FwPSJyb3VuZCIgc3Ryb2tlLWxpbmVqb2luPSJyb3VuZCI+PHBhdGggZD0iTTYgM2gxMnYxOGwtNi00LTYgNHoiLz48cGF0aCBkPSJNOSA5aDYiLz48L3N2Zz4=
 """
 
 import importlib
