@@ -21,17 +21,17 @@ def _chat(kind: ChatKind, *, collaborative: bool = False, folder: str | None = N
     )
 
 
-P, I, R, C = Bank.PERSONAL, Bank.INTERACTION, Bank.PROJECT, Bank.CHAT
+P, IP, R, C = Bank.PERSONAL, Bank.INTERACTION, Bank.PROJECT, Bank.CHAT
 
 
 @pytest.mark.parametrize(
     ("chat", "author", "banks", "default"),
     [
-        (_chat(ChatKind.SAVED), "u1", {P, I, C}, P),
-        (_chat(ChatKind.SAVED), None, {P, I, C}, P),  # a private chat: only its owner writes
-        (_chat(ChatKind.SAVED, folder="f1"), "u1", {P, I, R, C}, P),
-        (_chat(ChatKind.TEMPORARY), "u1", {P, I}, P),  # no Chat Memory without a chat
-        (_chat(ChatKind.SAVED, collaborative=True, folder="f1"), "u1", {I, R, C}, I),
+        (_chat(ChatKind.SAVED), "u1", {P, IP, C}, P),
+        (_chat(ChatKind.SAVED), None, {P, IP, C}, P),  # a private chat: only its owner writes
+        (_chat(ChatKind.SAVED, folder="f1"), "u1", {P, IP, R, C}, P),
+        (_chat(ChatKind.TEMPORARY), "u1", {P, IP}, P),  # no Chat Memory without a chat
+        (_chat(ChatKind.SAVED, collaborative=True, folder="f1"), "u1", {IP, R, C}, IP),
         (_chat(ChatKind.SAVED, collaborative=True, folder="f1"), "u2", {C}, C),
         (_chat(ChatKind.SAVED, collaborative=True), None, {C}, C),
         (_chat(ChatKind.CHANNEL, collaborative=True), "u2", {C}, C),
