@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -177,7 +178,7 @@ async def _remember(
                 refused.append(kept)
                 continue
             facts.append((bank_or_none, kept, tags))
-    vectors = await rt.encoder.encode([f for _, f, _ in facts]) if facts else []
+    vectors: Any = await rt.encoder.encode([f for _, f, _ in facts]) if facts else []
     planned = [
         _Fact(bank, fact, tags, np.asarray(vectors[i], dtype=np.float32))
         for i, (bank, fact, tags) in enumerate(facts)

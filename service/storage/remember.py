@@ -44,7 +44,8 @@ async def lock(session: AsyncSession, *, request_id: int) -> str | None:
     row = (await session.execute(stmt)).first()
     if row is None:
         return GONE
-    return row.discarded
+    reason: str | None = row.discarded
+    return reason
 
 
 async def finish(session: AsyncSession, *, request_id: int) -> None:
