@@ -78,13 +78,17 @@ class Action:
         __event_emitter__: EventEmitter | None = None,
         __event_call__: Any = None,
         __request__: Any = None,
-    ) -> None:
+    ) -> dict[str, str]:
         """Store the clicked message's facts for the clicking user; one status line says
         what was stored (and its ids) or why nothing was. Never raises.
 
         Open WebUI 0.12.4 posts `{model, messages: [{id, role, content, timestamp}, …],
         chat_id, session_id, id}` to `/api/chat/actions/{id}`: `id` is the clicked message
         and `messages` the branch up to it.
+
+        Returns:
+            `{"status_line": <the line shown>}`: Open WebUI answers it to the caller (the
+            browser ignores it; `python -m service openwebui status` reads it).
         """
         try:
             line = await _remember(body, self.valves, __user__)
@@ -92,7 +96,7 @@ class Action:
             log.exception("remember action failed")
             line = MISCONFIGURED + (ADMIN_CAUSE + repr(exc) if _is_admin(__user__) else "")
         await _emit(__event_emitter__, line, done=True)
-        return None
+        return {"status_line": line}
 
 
 async def _remember(body: Any, valves: Action.Valves, user: Any) -> str:

@@ -425,6 +425,8 @@ def status(
     say(native_memory_line(owui))
     if owui.function(FILTER_ID) is not None:
         say(check_through_openwebui(owui, probe_model(owui, rows)))
+    if ACTION_ID in sources and owui.function(ACTION_ID) is not None:
+        say(check_action_through_openwebui(owui, probe_model(owui, rows)))
 
 
 def install_action(
@@ -445,6 +447,51 @@ def action_status_line(owui: OpenWebUI, found: dict[str, Any]) -> str:
         f"{ACTION_ID}: {shown}, service_url = {valves.get('service_url', '(default)')}, "
         f"api_key {key}"
     )
+
+
+#: what the action answers a probe without a chat (service/core/remember.py NO_CHAT): it
+#: reached the service with its key
+ACTION_PROBE_ANSWER = "Not remembered: memories are kept from chats only"
+
+
+def check_action_through_openwebui(owui: OpenWebUI, model_id: str | None) -> str:
+    """Click the Remember button as the admin through Open WebUI on a message of no chat:
+    the action calls the service with its valves and, reaching it, is told it keeps
+    memories from chats only (nothing is stored).
+
+    Returns:
+        the line to print when the action reached the service with its key.
+
+    Raises:
+        OpenWebUIError: the action is missing, inactive, or cannot use the service (the
+            message carries the action's own cause).
+    """
+    found = owui.function(ACTION_ID)
+    if found is None or not found.get("is_active"):
+        raise OpenWebUIError(
+            f"the Remember button ({ACTION_ID}) is not installed or not active "
+            "(python -m service openwebui install)"
+        )
+    model = model_id or next(iter(sorted(owui.provider_models())), None)
+    if model is None:
+        return "check: Remember button skipped, Open WebUI offers no model"
+    probe = {"id": "memory-doctor-probe", "role": "user", "content": "probe"}
+    answer = owui.call(
+        "POST",
+        f"/api/chat/actions/{ACTION_ID}",
+        json={
+            "model": model,
+            "messages": [probe],
+            "chat_id": "",
+            "session_id": None,
+            "id": probe["id"],
+        },
+    )
+    line = str((answer or {}).get("status_line", "")) if isinstance(answer, dict) else ""
+    if line != ACTION_PROBE_ANSWER:
+        cause = line.split("for the admin: ", 1)[-1] if line else "it gave no status line"
+        raise OpenWebUIError(f"the Remember button cannot use the memory service: {cause}")
+    return f"check: the Remember button ({ACTION_ID}) reached the memory service with its key"
 
 
 def probe_model(owui: OpenWebUI, rows: dict[str, dict[str, Any]] | None = None) -> str | None:

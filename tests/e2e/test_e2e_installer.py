@@ -109,6 +109,7 @@ def test_status_reports_what_is_installed(stack: Stack):
         "`install --native-memory-off` (or Admin Panel → Settings → General → Memories)",
         "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
         "memory service with the filter's key",
+        "check: the Remember button (memory_action) reached the memory service with its key",
     ]
 
 

@@ -88,7 +88,8 @@ def test_a_reply_remembered_with_the_button_is_listed_and_recalled_later(
     first = _click(bob, thread, reply_id)
     second = _click(bob, thread, reply_id)
 
-    assert (first, second) == (None, None)
+    assert first["status_line"].startswith(f"Remembered: {FACT} (#")
+    assert second["status_line"].startswith("Already remembered: ")
     lines = wait_until(
         lambda: (
             _status_lines(bob, thread, reply_id)[-2:]

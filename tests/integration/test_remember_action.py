@@ -50,10 +50,11 @@ def _body(
 async def _click(action: Any, body: dict[str, Any], user: dict[str, Any] = USER) -> str:
     events = EventRecorder()
     result = await action.action(body, __user__=user, __event_emitter__=events)
-    assert result is None
     assert [e["type"] for e in events.events] == ["status"]
     assert events.events[-1]["data"]["done"] is True
-    return str(events.events[-1]["data"]["description"])
+    line = str(events.events[-1]["data"]["description"])
+    assert result == {"status_line": line}
+    return line
 
 
 async def _rows(conn: psycopg.AsyncConnection) -> list[tuple[str, str, str, str]]:
