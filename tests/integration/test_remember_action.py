@@ -320,3 +320,33 @@ async def test_a_busy_llm_slower_than_the_valve_says_try_again(
     assert line == (
         "Not remembered: the memory service did not answer in time — try again in a moment"
     )
+
+
+@pytest.mark.parametrize(
+    ("answer", "rows", "line"),
+    [
+        (
+            json.dumps({"operations": []}),
+            [],
+            "Nothing to remember: I found no lasting fact in this message",
+        ),
+        (  # no JSON at all: the message itself is kept, as without an LLM
+            "I cannot help with that.",
+            [("u1", "personal", "User keeps bees", "active")],
+            "Remembered: User keeps bees (#",
+        ),
+    ],
+    ids=["no_fact_found", "llm_answer_unusable"],
+)
+async def test_an_llm_that_finds_nothing_or_answers_nonsense(
+    service_factory: Any,
+    db_conn: psycopg.AsyncConnection,
+    answer: str,
+    rows: list[tuple[str, ...]],
+    line: str,
+) -> None:
+    with LLMStub(responder=lambda request: answer) as stub:
+        live = service_factory(LLM_BASE_URL=stub.base_url, LLM_MODEL="stub-model")
+        said = await _click(_action(live), _body("I keep bees"))
+    assert await _rows(db_conn) == rows
+    assert said.startswith(line)
