@@ -12,7 +12,7 @@ import pytest
 
 from service.core.remember import REPLY_PREFIX
 from tests.e2e.conftest import Stack
-from tests.e2e.harness import OpenWebUIClient, Thread, system_text
+from tests.e2e.harness import ARTIFACTS, OpenWebUIClient, Thread, system_text
 from tests.support.extraction_replies import new_op
 from tests.support.llm_stub import MODEL_ID
 from tests.support.waiting import wait_until
@@ -114,3 +114,32 @@ def test_a_reply_remembered_with_the_button_is_listed_and_recalled_later(
     bob.send(bob.new_thread("later"), "Which sea animal do I keep at home?")
     prompts = [system_text(r) for r in stack.model_log.iter_chat(mark)]
     assert any(FACT in p for p in prompts), prompts
+
+
+def test_the_remember_button_clicked_in_the_browser_shows_what_it_stored(
+    stack: Stack, remembering_llm: None
+) -> None:
+    from tests.e2e.test_e2e_commands import _run_browser
+
+    a = stack.users["a"]
+    stack.forget_memories(a.id)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    report = _run_browser(
+        stack,
+        a.email,
+        [
+            {
+                "text": "Gus the narwhal lives with me.",
+                "click_action": "Remember this",
+                "action_expect_lines": [f"Remembered: {FACT} (#"],
+            }
+        ],
+        str(ARTIFACTS / "remember-button.png"),
+    )
+
+    (reply,) = report["replies"]
+    assert f"Remembered: {FACT} (#" in reply["after_action"]
+    export = stack.service.get(f"/v1/users/{a.id}/memories/export").json()
+    assert [(m["content"], m["source_chat_id"], m["source_message_id"]) for m in export] == [
+        (FACT, report["chat_id"], reply["id"])
+    ]
