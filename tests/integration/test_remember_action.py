@@ -191,6 +191,19 @@ async def test_someone_elses_message_in_a_shared_chat_goes_to_chat_memory_only(
     assert others.startswith("Remembered: User is allergic to peanuts [Chat Memory] (#")
 
 
+async def test_a_chat_open_webui_cannot_look_up_is_treated_as_shared(
+    service: LiveService, db_conn: psycopg.AsyncConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside Open WebUI a failed chat lookup leaves the author unknown and the chat shared:
+    the message goes to its Chat Memory, never to the clicker's Personal bank."""
+    fake = FakeOpenWebUI(failing={"get_chat_by_id"})
+    fake.install(monkeypatch)
+    line = await _click(_action(service), _body("I keep bees"))
+
+    assert await _rows(db_conn) == [("c1", "chat", "User keeps bees", "active")]
+    assert line.startswith("Remembered: User keeps bees [Chat Memory] (#")
+
+
 async def test_a_wrong_key_and_an_unreachable_service_say_different_things(
     service: LiveService, db_conn: psycopg.AsyncConnection
 ) -> None:
