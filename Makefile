@@ -40,7 +40,7 @@ lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 
-typecheck: $(STAMP) ## mypy --strict over service/ and the three filter files (config in pyproject.toml)
+typecheck: $(STAMP) ## mypy --strict over service/ and the filter files (config in pyproject.toml)
 	$(BIN)/mypy
 
 wheel-check: $(STAMP) ## build the wheel, install it into a fresh venv, run migrate, serve (/readyz), openwebui install --help

@@ -373,6 +373,8 @@ async def run_checks(
     if openwebui_url:
         verdicts.append(await _check_openwebui(openwebui_url, timeout_s))
         verdicts.append(await asyncio.to_thread(_check_filter_path, openwebui_url, admin))
+        if admin is not None and admin.given:
+            verdicts.append(await asyncio.to_thread(_check_action_path, openwebui_url, admin))
     return verdicts
 
 
@@ -471,3 +473,23 @@ def doctor(
         )
     )
     raise typer.Exit(code=1 if failed else 0)
+
+
+def _check_action_path(url: str, admin: AdminLogin) -> Verdict:
+    """The Remember button clicked through Open WebUI as the admin (on no chat, so nothing
+    is stored): the action calls the service with its own valves."""
+    from service.cli import openwebui
+
+    try:
+        owui = openwebui.OpenWebUI.connect(
+            url, token=admin.token, email=admin.email, password=admin.password
+        )
+    except openwebui.OpenWebUIError as exc:
+        return Verdict(FAIL, "remember button → service", str(exc))
+    try:
+        line = openwebui.check_action_through_openwebui(owui, openwebui.probe_model(owui))
+        return Verdict(OK, "remember button → service", line)
+    except openwebui.OpenWebUIError as exc:
+        return Verdict(FAIL, "remember button → service", str(exc))
+    finally:
+        owui.close()

@@ -37,6 +37,8 @@ __all__ = [
 FILTER_ID = "memory_filter"
 PIPE_ID = "memory_commands"
 EVENTS_ID = "memory_events"
+#: the "Remember this" button under each reply (filter/memory_action.py)
+ACTION_ID = "memory_action"
 #: functions that call the memory service and so carry its url and key as valves
 SERVICE_CALLERS = (FILTER_ID, EVENTS_ID)
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
@@ -264,8 +266,9 @@ def read_sources(
     filter_file: Path = SOURCE_DIR / "memory_filter.py",
     pipe_file: Path = SOURCE_DIR / "memory_commands.py",
     events_file: Path = SOURCE_DIR / "memory_events.py",
+    action_file: Path = SOURCE_DIR / "memory_action.py",
 ) -> dict[str, FunctionSource]:
-    """The three function files, by the function id they are installed under.
+    """The function files, by the function id they are installed under.
 
     Raises:
         OpenWebUIError: a file cannot be read.
@@ -274,6 +277,7 @@ def read_sources(
         FILTER_ID: FunctionSource.read(FILTER_ID, filter_file),
         PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file),
         EVENTS_ID: FunctionSource.read(EVENTS_ID, events_file),
+        ACTION_ID: FunctionSource.read(ACTION_ID, action_file),
     }
 
 
@@ -318,6 +322,8 @@ def install(
             f"{function_id}: "
             f"{_set_valves(owui, function_id, service_url=service_url, api_key=api_key)}"
         )
+    if ACTION_ID in sources:
+        install_action(owui, service_url=service_url, api_key=api_key, say=say)
     rows = owui.model_rows()
     for model_id in model_ids:
         say(f"model {model_id}: {_attach_filter(owui, model_id, rows.get(model_id), available)}")
@@ -337,7 +343,7 @@ def install(
 
 
 def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> None:
-    """Remove the three functions, the pipe's model row and the filter from every model row."""
+    """Remove the functions, the pipe's model row and the filter from every model row."""
     for model_id, row in owui.model_rows().items():
         if model_id == PIPE_ID:
             owui.call("POST", "/api/v1/models/model/delete", json={"id": PIPE_ID})
@@ -354,7 +360,7 @@ def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> No
                 "POST", "/api/v1/models/model/update", json=_model_form(row, {**meta, **kept})
             )
             say(f"model {model_id}: filter detached")
-    for function_id in (FILTER_ID, PIPE_ID, EVENTS_ID):
+    for function_id in (FILTER_ID, PIPE_ID, EVENTS_ID, ACTION_ID):
         if owui.function(function_id) is None:
             say(f"{function_id}: not installed")
             continue
@@ -393,6 +399,8 @@ def status(
             else "code differs from the local file"
         )
         say(f"{function_id}: installed, {', '.join(facts)}")
+        if function_id == ACTION_ID:
+            say(action_status_line(owui, found))
         if function_id in SERVICE_CALLERS:
             valves = owui.valves(function_id)
             key = "set" if valves.get("api_key") else "NOT SET"
@@ -417,6 +425,73 @@ def status(
     say(native_memory_line(owui))
     if owui.function(FILTER_ID) is not None:
         say(check_through_openwebui(owui, probe_model(owui, rows)))
+    if ACTION_ID in sources and owui.function(ACTION_ID) is not None:
+        say(check_action_through_openwebui(owui, probe_model(owui, rows)))
+
+
+def install_action(
+    owui: OpenWebUI, *, service_url: str, api_key: str, say: Callable[[str], None]
+) -> None:
+    """Make the pushed and active "Remember this" action global (its button shows under
+    every model's replies) and give it the service's url and key, like the filter."""
+    say(f"{ACTION_ID}: {_set_flag(owui, ACTION_ID, 'is_global', True)}")
+    say(f"{ACTION_ID}: {_set_valves(owui, ACTION_ID, service_url=service_url, api_key=api_key)}")
+
+
+def action_status_line(owui: OpenWebUI, found: dict[str, Any]) -> str:
+    """Whether the action's button shows (global) and reaches the service (its valves)."""
+    valves = owui.valves(ACTION_ID)
+    shown = "global (shown under every reply)" if found.get("is_global") else "NOT GLOBAL"
+    key = "set" if valves.get("api_key") else "NOT SET"
+    return (
+        f"{ACTION_ID}: {shown}, service_url = {valves.get('service_url', '(default)')}, "
+        f"api_key {key}"
+    )
+
+
+#: what the action answers a probe without a chat (service/core/remember.py NO_CHAT): it
+#: reached the service with its key
+ACTION_PROBE_ANSWER = "Not remembered: memories are kept from chats only"
+
+
+def check_action_through_openwebui(owui: OpenWebUI, model_id: str | None) -> str:
+    """Click the Remember button as the admin through Open WebUI on a message of no chat:
+    the action calls the service with its valves and, reaching it, is told it keeps
+    memories from chats only (nothing is stored).
+
+    Returns:
+        the line to print when the action reached the service with its key.
+
+    Raises:
+        OpenWebUIError: the action is missing, inactive, or cannot use the service (the
+            message carries the action's own cause).
+    """
+    found = owui.function(ACTION_ID)
+    if found is None or not found.get("is_active"):
+        raise OpenWebUIError(
+            f"the Remember button ({ACTION_ID}) is not installed or not active "
+            "(python -m service openwebui install)"
+        )
+    model = model_id or next(iter(sorted(owui.provider_models())), None)
+    if model is None:
+        return "check: Remember button skipped, Open WebUI offers no model"
+    probe = {"id": "memory-doctor-probe", "role": "user", "content": "probe"}
+    answer = owui.call(
+        "POST",
+        f"/api/chat/actions/{ACTION_ID}",
+        json={
+            "model": model,
+            "messages": [probe],
+            "chat_id": "",
+            "session_id": None,
+            "id": probe["id"],
+        },
+    )
+    line = str((answer or {}).get("status_line", "")) if isinstance(answer, dict) else ""
+    if line != ACTION_PROBE_ANSWER:
+        cause = line.split("for the admin: ", 1)[-1] if line else "it gave no status line"
+        raise OpenWebUIError(f"the Remember button cannot use the memory service: {cause}")
+    return f"check: the Remember button ({ACTION_ID}) reached the memory service with its key"
 
 
 def probe_model(owui: OpenWebUI, rows: dict[str, dict[str, Any]] | None = None) -> str | None:
@@ -664,6 +739,9 @@ PipeFile = Annotated[Path, typer.Option("--pipe-file", help="The command pipe's 
 EventsFile = Annotated[
     Path, typer.Option("--events-file", help="The Memory Events function's source file.")
 ]
+ActionFile = Annotated[
+    Path, typer.Option("--action-file", help="The Remember action's source file.")
+]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks.")]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -709,6 +787,7 @@ def install_command(
     filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
     pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
     events_file: EventsFile = SOURCE_DIR / "memory_events.py",
+    action_file: ActionFile = SOURCE_DIR / "memory_action.py",
     verbose: Verbose = False,
 ) -> None:
     """Install or update the filter, the command pipe and the events function, switch them
@@ -724,7 +803,7 @@ def install_command(
             )
         install(
             owui,
-            sources=read_sources(filter_file, pipe_file, events_file),
+            sources=read_sources(filter_file, pipe_file, events_file, action_file),
             service_url=(service_url or local_service_url()).rstrip("/"),
             api_key=key,
             make_global=make_global if make_global is not None else not model_ids,
@@ -741,7 +820,7 @@ def uninstall_command(
     password: Password = None,
     verbose: Verbose = False,
 ) -> None:
-    """Delete the three functions and the pipe's model row; detach the filter from models."""
+    """Delete the functions and the pipe's model row; detach the filter from models."""
     with _session(url, token, email, password, verbose) as owui:
         uninstall(owui)
 
@@ -755,12 +834,13 @@ def status_command(
     filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
     pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
     events_file: EventsFile = SOURCE_DIR / "memory_events.py",
+    action_file: ActionFile = SOURCE_DIR / "memory_action.py",
     verbose: Verbose = False,
 ) -> None:
     """Show what is installed and active, whether the installed code is current, and check
     through Open WebUI that the filter reaches the service with its key."""
     with _session(url, token, email, password, verbose) as owui:
-        status(owui, sources=read_sources(filter_file, pipe_file, events_file))
+        status(owui, sources=read_sources(filter_file, pipe_file, events_file, action_file))
 
 
 @contextmanager

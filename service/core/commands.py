@@ -54,6 +54,16 @@ _ALIASES = {
 }
 
 
+SUBCOMMANDS = (
+    "forget all",
+    "forget r-",
+    "import confirm",
+    "import openwebui",
+    "export markdown",
+)
+"""The forms a command takes after its word (each is listed in HELP_TEXT)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Command:
     """A parsed command."""
@@ -226,6 +236,7 @@ not used in these chats)
 - `/memory why` — which memories went into this chat's last reply, with their scores
 - `/memory export` — all your memories as JSON (`/memory export markdown` to read them)
 - `/memory import` + pasted text — add facts, one a line, or a JSON export (asks for a code)
+- `/memory import confirm <code>` — write what the last import preview showed
 - `/memory import openwebui` — bring your memories from Open WebUI's own Memory feature
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
@@ -234,6 +245,10 @@ not used in these chats)
 In a chat with an assistant that has its own memory (an admin marks it), these commands
 see and change only what you told that assistant — its Assistant Memory, named after it in
 `list` and `banks` — never your Personal, Interaction Patterns, Project or Chat Memory.
+
+Other words for the same commands: `ls` (list), `find` (search), `remember` (add),
+`delete`, `remove`, `rm` (forget), `assign`, `move`, `assign-bank` (assign_bank), `reminder`
+(reminders), `?` (help). Under each reply, the “Remember this” button keeps that message.
 
 Ids are the short codes shown by `list`, e.g. `/memory forget k7m2qa`. Commands work in
 temporary chats too; only learning by itself never happens there. To set a reminder,

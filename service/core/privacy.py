@@ -104,3 +104,23 @@ def command_write_scope(chat: ChatContext) -> WriteScope:
     if chat.kind is ChatKind.TEMPORARY and chat.user_id:
         return WriteScope({cell.bank: cell for cell in _cells(chat)})
     return write_scope(chat)
+
+
+def remember_write_scope(chat: ChatContext, *, author_id: str | None) -> WriteScope:
+    """Cells a "Remember this" click may write: the clicker's own explicit command.
+
+    The message's author decides (DESIGN §3, the Remember row):
+
+    - the clicker's own message, or a reply to their own turn (in a private chat the author
+      is always the clicker, so an unknown author counts as them): `command_write_scope`;
+    - someone else's message in a collaborative chat (their words, or the reply to their
+      turn), or an unknown author there: only this chat's Chat Memory. Everyone who reads
+      that bank could already read the message; it never becomes the clicker's Personal or
+      Interaction Patterns memory, nor the folder's Project Memory.
+    """
+    scope = command_write_scope(chat)
+    own = author_id == chat.user_id or (author_id is None and not chat.collaborative)
+    if own:
+        return scope
+    cell = scope.scope_for(Bank.CHAT)
+    return WriteScope({Bank.CHAT: cell} if cell is not None else {})

@@ -40,6 +40,7 @@ from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
 from service.storage import imports as import_store
 from service.storage import memories, turns, user_state
+from service.storage import remember as remember_store
 
 LIST_LIMIT = 50
 SEARCH_LIMIT = 10
@@ -329,6 +330,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
         # extraction finishing meanwhile wrote are read with the rest
         await turns.discard(session, user_id=chat.user_id)
         await import_store.discard_pending(session, user_id=chat.user_id)
+        await remember_store.discard(session, reason="forget_all", user_id=chat.user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)
     await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")

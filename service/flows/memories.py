@@ -19,6 +19,7 @@ from service.flows.runtime import Runtime
 from service.storage import audit, memories, profiles, turns, user_state
 from service.storage import consolidation as consolidation_store
 from service.storage import imports as import_store
+from service.storage import remember as remember_store
 
 
 def owned_scope(
@@ -322,6 +323,8 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
     async with rt.db.unit_of_work() as session:
         # turns still waiting are never extracted: nothing is written for a gone chat
         await turns.discard(session, chat_ids=chat_ids)
+        # nor by a "Remember this" click whose LLM call is running
+        await remember_store.discard(session, reason="chat_deleted", chat_ids=chat_ids)
     async with rt.db.unit_of_work() as session:
         # texts kept for the chats' summaries go now, so no summary is written for a gone chat
         await chat_summary.erase_uncovered(session, chat_ids=chat_ids)
@@ -377,6 +380,7 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     async with rt.db.unit_of_work() as session:
         # first, so an extraction running now finishes before its memories are looked up
         await turns.discard(session, user_id=user_id)
+        await remember_store.discard(session, reason="user_deleted", user_id=user_id)
     own = await everything_of(rt, user_id=user_id)
     async with rt.db.unit_of_work() as session:
         rows = await memories.export_rows(session, scope=own)

@@ -1097,3 +1097,42 @@ async def assistant_owners(session: AsyncSession, *, user_id: str | None = None)
         # starts_with, not LIKE: a user id may hold % or _
         stmt = stmt.where(func.starts_with(MemoryRow.owner_id, assistants.owner_prefix(user_id)))
     return list((await session.execute(stmt)).scalars())
+
+
+async def from_message(
+    session: AsyncSession,
+    *,
+    scope: ReadScope,
+    chat_id: str,
+    message_id: str,
+    tag: str,
+    forgotten_since: datetime | None = None,
+) -> tuple[list[Memory], int]:
+    """Memories in `scope` that carry `tag` and came from one message of one chat.
+
+    Returns:
+        (the active ones, oldest first; how many of them were forgotten at or after
+        `forgotten_since` — 0 when None).
+    """
+    where = [
+        scope_filter(scope),
+        MemoryRow.source_chat_id == chat_id,
+        MemoryRow.source_message_id == message_id,
+    ]
+    active = select(MemoryRow).where(
+        *where, MemoryRow.status == Status.ACTIVE.value, MemoryRow.tags.contains([tag])
+    )
+    rows = [to_record(r) for r in (await session.execute(active.order_by(MemoryRow.seq))).scalars()]
+    if forgotten_since is None:
+        return rows, 0
+    # a tombstone keeps no tags: every memory of the message forgotten since then counts
+    gone = (
+        select(func.count())
+        .select_from(MemoryRow)
+        .where(
+            *where,
+            MemoryRow.status == Status.DELETED.value,
+            MemoryRow.updated_at >= forgotten_since,
+        )
+    )
+    return rows, int((await session.execute(gone)).scalar_one())

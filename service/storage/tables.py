@@ -279,3 +279,18 @@ class PendingImportRow(Base):
     code: Mapped[str] = mapped_column(String(16))
     items: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class RememberRequestRow(Base):
+    """A "Remember this" click whose LLM call is running (migration 0013): a forget all, a
+    chat or user deletion meanwhile sets `discarded`, and the click then writes nothing."""
+
+    __tablename__ = "remember_requests"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(255), index=True)
+    chat_id: Mapped[str] = mapped_column(String(255), index=True)
+    message_id: Mapped[str] = mapped_column(String(255))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    #: why it must write nothing: "forget_all", "chat_deleted", "user_deleted"; NULL = still wanted
+    discarded: Mapped[str | None] = mapped_column(String(32))

@@ -9,7 +9,9 @@ the tests start it as a subprocess. Reads one JSON object on stdin:
 
 Messages must differ from each other. For each one it waits until the stored reply is done
 (read over REST with the page's own token) and, if `expect_lines` is given, until the rendered
-message shows every one of them.
+message shows every one of them. A message with `"click_action": "<function name>"` then has
+that action's button under its reply clicked, and the reply is read again once it shows every
+line of `action_expect_lines` (as `after_action`).
 Prints one JSON object: {"chat_id", "replies": [{"id", "content", "rendered"}], "url"}.
 The browser is Debian's Chromium; Playwright downloads nothing.
 """
@@ -104,6 +106,17 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                     _SHOWS_LINES_JS, polling=100, arg=[selector, message.get("expect_lines") or []]
                 )
                 reply["rendered"] = page.inner_text(selector)
+                if message.get("click_action"):
+                    # the action buttons under a reply are named by the function's name
+                    button = f'{selector} button[aria-label="{message["click_action"]}"]'
+                    page.hover(selector)
+                    page.click(button)
+                    page.wait_for_function(
+                        _SHOWS_LINES_JS,
+                        polling=100,
+                        arg=[selector, message.get("action_expect_lines") or []],
+                    )
+                    reply["after_action"] = page.inner_text(selector)
                 replies.append(reply)
             if job.get("screenshot"):
                 page.screenshot(path=job["screenshot"])

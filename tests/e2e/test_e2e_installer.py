@@ -13,6 +13,7 @@ from tests.e2e.harness import system_text
 pytestmark = pytest.mark.e2e
 
 FILTER_ID, PIPE_ID, EVENTS_ID = "memory_filter", "memory_commands", "memory_events"
+ACTION_ID = "memory_action"
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
 
 
@@ -22,12 +23,12 @@ def _state(stack: Stack) -> dict[str, Any]:
     listed = {f["id"] for f in admin.call("GET", "/api/v1/functions/list")}
     functions = {
         fid: admin.call("GET", f"/api/v1/functions/id/{fid}")
-        for fid in (FILTER_ID, PIPE_ID, EVENTS_ID)
+        for fid in (FILTER_ID, PIPE_ID, EVENTS_ID, ACTION_ID)
         if fid in listed
     }
     valves = {
         fid: admin.call("GET", f"/api/v1/functions/id/{fid}/valves")
-        for fid in (FILTER_ID, EVENTS_ID)
+        for fid in (FILTER_ID, EVENTS_ID, ACTION_ID)
         if fid in listed
     }
     rows = {m["id"]: m for m in admin.call("GET", "/api/v1/models/all")}
@@ -46,20 +47,25 @@ def test_installer_leaves_filter_global_pipe_hidden_but_readable_and_events_acti
 ):
     state = _state(stack)
 
-    assert stack.installer_output.splitlines()[:6] == [
+    assert stack.installer_output.splitlines()[:8] == [
         "memory_filter: created",
         "memory_filter: made active",
         "memory_commands: created",
         "memory_commands: made active",
         "memory_events: created",
         "memory_events: made active",
+        "memory_action: created",
+        "memory_action: made active",
     ]
+    assert "memory_action: made global" in stack.installer_output.splitlines()
     flt, pipe = state["functions"][FILTER_ID], state["functions"][PIPE_ID]
     events = state["functions"][EVENTS_ID]
     assert (flt["type"], flt["is_active"], flt["is_global"]) == ("filter", True, True)
     assert (pipe["type"], pipe["is_active"]) == ("pipe", True)
     assert (events["type"], events["is_active"]) == ("event", True)
-    for function_id in (FILTER_ID, EVENTS_ID):
+    action = state["functions"][ACTION_ID]
+    assert (action["type"], action["is_active"], action["is_global"]) == ("action", True, True)
+    for function_id in (FILTER_ID, EVENTS_ID, ACTION_ID):
         assert state["valves"][function_id]["service_url"] == stack.service_url
         assert state["valves"][function_id]["api_key"] == stack.service_key
     row = state["rows"][PIPE_ID]
@@ -94,12 +100,16 @@ def test_status_reports_what_is_installed(stack: Stack):
         "memory_commands: installed, active, code is current",
         "memory_events: installed, active, code is current",
         f"memory_events: service_url = {stack.service_url}, api_key set",
+        "memory_action: installed, active, code is current",
+        f"memory_action: global (shown under every reply), service_url = {stack.service_url}, "
+        "api_key set",
         "model memory_commands: active, hidden, readable by everyone",
         "open webui memory: still on — its Settings → Personalization → Memory accepts "
         "memories that the filter keeps out of chats it handles; switch it off with "
         "`install --native-memory-off` (or Admin Panel → Settings → General → Memories)",
         "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
         "memory service with the filter's key",
+        "check: the Remember button (memory_action) reached the memory service with its key",
     ]
 
 
@@ -184,6 +194,7 @@ def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
         "memory_filter: deleted",
         "memory_commands: deleted",
         "memory_events: deleted",
+        "memory_action: deleted",
     ]
     assert gone["functions"] == {}
     assert PIPE_ID not in gone["rows"]
@@ -191,6 +202,7 @@ def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
         "memory_filter: not installed",
         "memory_commands: not installed",
         "memory_events: not installed",
+        "memory_action: not installed",
         "model memory_commands: no model row (ordinary users cannot run commands)",
     ]
     assert reinstalled.returncode == 0, reinstalled.stderr
@@ -198,4 +210,5 @@ def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
     assert state["functions"][FILTER_ID]["is_global"] is True
     assert state["functions"][EVENTS_ID]["is_active"] is True
     assert state["valves"][EVENTS_ID]["api_key"] == stack.service_key
+    assert state["functions"][ACTION_ID]["is_global"] is True
     assert state["rows"][PIPE_ID]["meta"]["hidden"] is True

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 FILTER_ID, PIPE_ID, EVENTS_ID = "memory_filter", "memory_commands", "memory_events"
+ACTION_ID = "memory_action"
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
 MISCONFIGURED_ANSWER = (
     "Memory is not set up correctly, so this /memory command did not run. Trying again "
@@ -31,6 +32,9 @@ INSTALLED_BUT = "error: installed, but Open WebUI's filter cannot use the memory
 CHECK_LINE = (
     "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
     "memory service with the filter's key"
+)
+ACTION_CHECK_LINE = (
+    "check: the Remember button (memory_action) reached the memory service with its key"
 )
 
 
@@ -95,8 +99,10 @@ def test_install_and_status_check_the_path_from_open_webui(stack: Stack):
 
     assert again.returncode == 0, again.stderr
     assert CHECK_LINE in again.stdout.splitlines()
-    assert status.stdout.splitlines()[-1] == CHECK_LINE
+    assert status.stdout.splitlines()[-2:] == [CHECK_LINE, ACTION_CHECK_LINE]
     assert (verdict.level, verdict.sentence) == ("OK", CHECK_LINE)
+    action = doctor._check_action_path(stack.base_url, doctor.AdminLogin(token=stack.admin.token))
+    assert (action.level, action.sentence) == ("OK", ACTION_CHECK_LINE)
 
 
 def _manual_install(stack: Stack) -> None:
@@ -104,7 +110,12 @@ def _manual_install(stack: Stack) -> None:
     sends them to Open WebUI (each UI action is one of these REST calls); step 6, the check,
     is the test's."""
     admin = stack.client("admin")
-    names = {FILTER_ID: "Memory Banks", PIPE_ID: "Memory Commands", EVENTS_ID: "Memory Events"}
+    names = {
+        FILTER_ID: "Memory Banks",
+        PIPE_ID: "Memory Commands",
+        EVENTS_ID: "Memory Events",
+        ACTION_ID: "Remember this",
+    }
     for function_id, name in names.items():  # 1. paste each file with its id, save
         content = (REPO / "filter" / f"{function_id}.py").read_text(encoding="utf-8")
         admin.call(
@@ -114,6 +125,7 @@ def _manual_install(stack: Stack) -> None:
         )
         admin.call("POST", f"/api/v1/functions/id/{function_id}/toggle")  # 2. switch on
     admin.call("POST", f"/api/v1/functions/id/{FILTER_ID}/toggle/global")  # 2. Global
+    admin.call("POST", f"/api/v1/functions/id/{ACTION_ID}/toggle/global")  # 2. Global
     admin.call("GET", "/api/models", params={"refresh": "true"})
     admin.call(  # 3. the pipe's model: accessible to all users (read), then Hide Model
         "POST",
@@ -139,7 +151,7 @@ def _manual_install(stack: Stack) -> None:
             "params": row["params"],
         },
     )
-    for function_id in (FILTER_ID, EVENTS_ID):  # 4. the valves of the filter and the events
+    for function_id in (FILTER_ID, EVENTS_ID, ACTION_ID):  # 4. the valves of the three
         admin.call(
             "POST",
             f"/api/v1/functions/id/{function_id}/valves/update",
@@ -172,7 +184,7 @@ def test_a_manual_install_as_documented_runs_memory_list_for_an_ordinary_user(st
     assert stack.model_log.since(mark) == []
     assert status.returncode == 0, status.stderr
     assert "model memory_commands: active, hidden, readable by everyone" in status.stdout
-    assert status.stdout.splitlines()[-1] == CHECK_LINE
+    assert status.stdout.splitlines()[-2:] == [CHECK_LINE, ACTION_CHECK_LINE]
     assert (checked.level, checked.sentence) == ("OK", CHECK_LINE)
 
 

@@ -26,13 +26,14 @@ def _open_webui_type(module: types.ModuleType) -> str:
     return next(kind for name, kind in OPEN_WEBUI_TYPES if hasattr(module, name))
 
 
-def test_installer_reads_three_functions_named_by_their_frontmatter():
+def test_installer_reads_four_functions_named_by_their_frontmatter():
     sources = openwebui.read_sources()
 
     assert {fid: (s.name, s.function_id) for fid, s in sources.items()} == {
         "memory_filter": ("Memory Banks", "memory_filter"),
         "memory_commands": ("Memory Commands", "memory_commands"),
         "memory_events": ("Memory Events", "memory_events"),
+        "memory_action": ("Remember this", "memory_action"),
     }
     assert sources["memory_events"].description.startswith(
         "Companion of the Memory Banks filter. When a chat, a folder or a user account is deleted"
@@ -49,6 +50,7 @@ def test_installer_sources_load_as_the_function_types_open_webui_expects():
         "memory_filter": "filter",
         "memory_commands": "pipe",
         "memory_events": "event",
+        "memory_action": "action",
     }
 
 
