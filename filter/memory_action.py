@@ -36,6 +36,10 @@ _CONTEXT_MESSAGES = 2
 _MAX_FOLDER_DEPTH = 64
 _EPOCH_MS_THRESHOLD = 1e12
 _TEMPORARY_PREFIXES = ("temporary:", "local:")
+# An assistant keeps its own memory when its workspace model carries this tag or the memory
+# filter's `assistant_memory_models` valve names it (the filter's rule, read from its valves)
+OWN_MEMORY_TAG = "own-memory"
+FILTER_ID = "memory_filter"
 _DETAILS_BLOCK = re.compile(r"<details\b[^>]*>.*?</details>", re.DOTALL | re.IGNORECASE)
 
 WORKING = "Remembering…"
@@ -78,6 +82,7 @@ class Action:
         __event_emitter__: EventEmitter | None = None,
         __event_call__: Any = None,
         __request__: Any = None,
+        __model__: Any = None,
     ) -> dict[str, str]:
         """Store the clicked message's facts for the clicking user; one status line says
         what was stored (and its ids) or why nothing was. Never raises.
@@ -91,7 +96,7 @@ class Action:
             browser ignores it; `python -m service openwebui status` reads it).
         """
         try:
-            line = await _remember(body, self.valves, __user__)
+            line = await _remember(body, self.valves, __user__, __model__)
         except Exception as exc:  # an action must never break the chat
             log.exception("remember action failed")
             line = MISCONFIGURED + (ADMIN_CAUSE + repr(exc) if _is_admin(__user__) else "")
@@ -99,7 +104,7 @@ class Action:
         return {"status_line": line}
 
 
-async def _remember(body: Any, valves: Action.Valves, user: Any) -> str:
+async def _remember(body: Any, valves: Action.Valves, user: Any, model: Any = None) -> str:
     body = body if isinstance(body, dict) else {}
     sender = _sender_of(user)
     if sender is None:
@@ -117,6 +122,9 @@ async def _remember(body: Any, valves: Action.Valves, user: Any) -> str:
     chat_id = body.get("chat_id") if isinstance(body.get("chat_id"), str) else ""
     kind = _kind(chat_id)
     chat, author_id = await _chat_context(kind, chat_id, sender, message_id)
+    assistant = await _assistant_of(body.get("model"), model)
+    if assistant is not None:  # the chat's facts belong to that assistant's memory only
+        chat["assistant_id"], chat["assistant_name"] = assistant
     payload: dict[str, Any] = {
         "chat": chat,
         "message_id": message_id[:255],
@@ -304,6 +312,54 @@ async def _shared_to_continue(chat_id: str) -> bool:
     shared = await _resolved(shared_chats.get_by_chat_id(chat_id))
     snapshot = _field(shared, "chat") if shared is not None else None
     return isinstance(snapshot, dict) and snapshot.get("share_mode") == "continue"
+
+
+async def _assistant_of(model_id: Any, model: Any) -> tuple[str, str] | None:
+    """(id, name) of the chat's model when it keeps its own memory (tagged OWN_MEMORY_TAG, or
+    named in the memory filter's `assistant_memory_models` valve), else None."""
+    if not isinstance(model_id, str) or not model_id.strip() or len(model_id) > 200:
+        return None
+    details: dict[str, Any] = (
+        model if isinstance(model, dict) and model.get("id") == model_id else {}
+    )
+    info = details.get("info")
+    meta = info.get("meta") if isinstance(info, dict) else None
+    tags = meta.get("tags") if isinstance(meta, dict) else None
+    if not isinstance(tags, list):
+        tags = []
+    tagged = any(
+        isinstance(tag, dict) and str(tag.get("name", "")).strip().lower() == OWN_MEMORY_TAG
+        for tag in tags
+    )
+    if not tagged and not _named_in(model_id, await _filter_assistant_patterns()):
+        return None
+    name = details.get("name")
+    name = name.strip()[:255] if isinstance(name, str) and name.strip() else model_id
+    return model_id, name
+
+
+async def _filter_assistant_patterns() -> str:
+    """The memory filter's `assistant_memory_models` valve ("" outside Open WebUI or unset)."""
+    if not _open_webui_present():
+        return ""
+    try:
+        functions = importlib.import_module("open_webui.models.functions").Functions
+        valves = await _resolved(functions.get_function_valves_by_id(FILTER_ID))
+    except Exception as exc:
+        log.warning("could not read the memory filter's valves: %r", exc)
+        return ""
+    value = valves.get("assistant_memory_models") if isinstance(valves, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def _named_in(model_id: str, patterns: str) -> bool:
+    """True when `model_id` matches one of the comma-separated ids or `prefix*` patterns."""
+    for pattern in (p.strip() for p in patterns.split(",")):
+        if pattern and (
+            model_id == pattern or (pattern.endswith("*") and model_id.startswith(pattern[:-1]))
+        ):
+            return True
+    return False
 
 
 def _open_webui_present() -> bool:

@@ -68,10 +68,11 @@ def guard(content: str, *, role: Role) -> str | Refusal:
 
 
 def default_bank(scope: WriteScope) -> Bank | None:
-    """Where the message itself goes without an LLM: the first bank of Personal, Interaction
+    """Where the message itself goes without an LLM: the first bank of Assistant Memory (a
+    chat with an assistant that keeps its own: the only bank there), Personal, Interaction
     Patterns (a shared chat, like `/memory add` there), Chat Memory (someone else's message)
     that the scope lets the click write; None when it may write none of them."""
-    for bank in (Bank.PERSONAL, Bank.INTERACTION, Bank.CHAT):
+    for bank in (Bank.ASSISTANT, Bank.PERSONAL, Bank.INTERACTION, Bank.CHAT):
         if scope.scope_for(bank) is not None:
             return bank
     return None

@@ -273,11 +273,12 @@ async def _extract(
     )
     try:
         answer = await rt.llm.complete(messages, json_answer=True)
-        # every bank is parsed, so a fact for a bank this click may not write is counted
+        # every bank is parsed, so a fact for a bank this click may not write is counted;
+        # all but Assistant Memory, whose presence makes the parser put every fact there
+        # (core/extraction._parse_bank): it is allowed here only in that assistant's chat
+        others: list[Bank] = [b for b in Bank if b not in allowed and b is not Bank.ASSISTANT]
         operations = parse_operations(
-            decode_json_answer(answer),
-            refs=refs,
-            allowed_banks=allowed + [b for b in Bank if b not in allowed],
+            decode_json_answer(answer), refs=refs, allowed_banks=allowed + others
         )
     except (LLMUnavailable, LLMNotConfigured, ExtractionOutputInvalid) as exc:
         log.info("remember: extraction failed (%s); keeping the message itself", exc)

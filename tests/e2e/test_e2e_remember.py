@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from service.core.remember import REPLY_PREFIX
+from testkit.extraction_replies import new_op
+from testkit.llm_stub import MODEL_ID
+from testkit.waiting import wait_until
 from tests.e2e.conftest import Stack
 from tests.e2e.harness import ARTIFACTS, OpenWebUIClient, Thread, system_text
-from tests.support.extraction_replies import new_op
-from tests.support.llm_stub import MODEL_ID
-from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

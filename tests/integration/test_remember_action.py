@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from testkit.extraction_replies import by_message, new_op
+from testkit.filter_loader import load_filter
+from testkit.live_service import LiveService
+from testkit.llm_stub import LLMStub
 from tests.support.emitter import EventRecorder
-from tests.support.extraction_replies import by_message, new_op
-from tests.support.filter_loader import load_filter
-from tests.support.live_service import LiveService
-from tests.support.llm_stub import LLMStub
 from tests.support.open_webui_fake import FakeOpenWebUI
 
 ACTION_PATH = load_filter.__globals__["FILTER_PATH"].parent / "memory_action.py"
@@ -47,9 +47,11 @@ def _body(
     }
 
 
-async def _click(action: Any, body: dict[str, Any], user: dict[str, Any] = USER) -> str:
+async def _click(
+    action: Any, body: dict[str, Any], user: dict[str, Any] = USER, model: Any = None
+) -> str:
     events = EventRecorder()
-    result = await action.action(body, __user__=user, __event_emitter__=events)
+    result = await action.action(body, __user__=user, __event_emitter__=events, __model__=model)
     assert [e["type"] for e in events.events] == ["status"]
     assert events.events[-1]["data"]["done"] is True
     line = str(events.events[-1]["data"]["description"])
@@ -363,3 +365,48 @@ async def test_an_llm_that_finds_nothing_or_answers_nonsense(
         said = await _click(_action(live), _body("I keep bees"))
     assert await _rows(db_conn) == rows
     assert said.startswith(line)
+
+
+# --- in a chat with an assistant that keeps its own memory ----------------------------------
+
+CODER = {
+    "id": "coder",
+    "name": "Coding Helper",
+    "info": {"meta": {"tags": [{"name": "own-memory"}]}},
+}
+
+
+def _assistant_body(text: str, *, role: str = "user") -> dict[str, Any]:
+    return {**_body(text, role=role), "model": "coder"}
+
+
+async def test_a_click_in_an_assistants_chat_stores_in_that_assistants_memory_only(
+    service: LiveService, db_conn: psycopg.AsyncConnection
+) -> None:
+    action = _action(service)
+    line = await _click(action, _assistant_body("I use Neovim with LSP"), model=CODER)
+    # the same model without its tag is an ordinary chat: the user's Personal bank
+    plain = await _click(
+        action, {**_body("I like hiking"), "model": "coder"}, model={"id": "coder"}
+    )
+
+    assert await _rows(db_conn) == [
+        ('["u1","coder"]', "assistant", "User uses Neovim with LSP", "active"),
+        ("u1", "personal", "User likes hiking", "active"),
+    ]
+    assert line.startswith("Remembered: User uses Neovim with LSP [")
+    assert plain.startswith("Remembered: User likes hiking (#")
+
+
+async def test_with_an_llm_every_fact_clicked_in_an_assistants_chat_goes_to_its_memory(
+    service_factory: Any, llm: LLMStub, db_conn: psycopg.AsyncConnection
+) -> None:
+    live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model")
+    action = _action(live)
+    reply = "So: you moved to Lyon in May, and you prefer trains to planes."
+    await _click(action, _assistant_body(reply, role="assistant"), model=CODER)
+
+    assert await _rows(db_conn) == [
+        ('["u1","coder"]', "assistant", "User moved to Lyon in May", "active"),
+        ('["u1","coder"]', "assistant", "User prefers trains to planes", "active"),
+    ]

@@ -19,12 +19,12 @@ from service.flows import memories as memory_flow
 from service.flows import remember as remember_flow
 from service.flows.runtime import Runtime
 from service.storage import remember as remember_store
-from tests.support.extraction_replies import by_message, new_op
+from testkit.extraction_replies import by_message, new_op
+from testkit.llm_stub import LLMStub
+from testkit.waiting import wait_until_async as wait_until
 from tests.support.llm_gate import LLMGate
-from tests.support.llm_stub import LLMStub
 from tests.support.races import forget_all, memory_rows, seed
 from tests.support.runtimes import runtime_factory
-from tests.support.waiting import wait_until_async as wait_until
 
 PARIS = "User lives in Paris"
 CHAT = ChatContext(user_id="u1", kind=ChatKind.SAVED, chat_id="c1", user_name="Ada")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from service.cli import openwebui
-from tests.support.filter_loader import load_filter
+from testkit.filter_loader import load_filter
 
 PATH = openwebui.SOURCE_DIR / "memory_action.py"
 SOURCE = PATH.read_text(encoding="utf-8")
