@@ -393,8 +393,9 @@ class AdminLogin:
 
 def _check_filter_path(url: str, admin: AdminLogin | None) -> Verdict:
     """A /memory command typed through Open WebUI as the admin: the filter calls the service
-    from where Open WebUI runs, with its valves (service/cli/openwebui.py)."""
-    from service.cli import openwebui
+    from where Open WebUI runs, with its valves (service/cli/openwebui_checks.py)."""
+    from service.cli.openwebui_checks import check_through_openwebui, probe_model
+    from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
 
     if admin is None or not admin.given:
         return Verdict(
@@ -404,13 +405,11 @@ def _check_filter_path(url: str, admin: AdminLogin | None) -> Verdict:
             "to check that the filter reaches this service with the right key",
         )
     try:
-        owui = openwebui.OpenWebUI.connect(
-            url, token=admin.token, email=admin.email, password=admin.password
-        )
-    except openwebui.OpenWebUIError as exc:
+        owui = OpenWebUI.connect(url, token=admin.token, email=admin.email, password=admin.password)
+    except OpenWebUIError as exc:
         return Verdict(FAIL, "filter → service", str(exc))
     try:
-        model = openwebui.probe_model(owui)
+        model = probe_model(owui)
         if model is None:
             return Verdict(
                 FAIL,
@@ -418,8 +417,8 @@ def _check_filter_path(url: str, admin: AdminLogin | None) -> Verdict:
                 "the memory filter is not installed or runs for no model "
                 "(python -m service openwebui install)",
             )
-        return Verdict(OK, "filter → service", openwebui.check_through_openwebui(owui, model))
-    except openwebui.OpenWebUIError as exc:
+        return Verdict(OK, "filter → service", check_through_openwebui(owui, model))
+    except OpenWebUIError as exc:
         return Verdict(FAIL, "filter → service", str(exc))
     finally:
         owui.close()
@@ -478,18 +477,17 @@ def doctor(
 def _check_action_path(url: str, admin: AdminLogin) -> Verdict:
     """The Remember button clicked through Open WebUI as the admin (on no chat, so nothing
     is stored): the action calls the service with its own valves."""
-    from service.cli import openwebui
+    from service.cli.openwebui_checks import check_action_through_openwebui, probe_model
+    from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
 
     try:
-        owui = openwebui.OpenWebUI.connect(
-            url, token=admin.token, email=admin.email, password=admin.password
-        )
-    except openwebui.OpenWebUIError as exc:
+        owui = OpenWebUI.connect(url, token=admin.token, email=admin.email, password=admin.password)
+    except OpenWebUIError as exc:
         return Verdict(FAIL, "remember button → service", str(exc))
     try:
-        line = openwebui.check_action_through_openwebui(owui, openwebui.probe_model(owui))
+        line = check_action_through_openwebui(owui, probe_model(owui))
         return Verdict(OK, "remember button → service", line)
-    except openwebui.OpenWebUIError as exc:
+    except OpenWebUIError as exc:
         return Verdict(FAIL, "remember button → service", str(exc))
     finally:
         owui.close()

@@ -21,15 +21,14 @@ import typer
 from service.cli.openwebui import (
     DEFAULT_URL,
     Email,
-    OpenWebUI,
-    OpenWebUIError,
     Password,
     Token,
     Url,
     Verbose,
-    _model_form,
     _session,
 )
+from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
+from service.cli.openwebui_install import model_form
 
 __all__ = ["OWN_MEMORY_TAG", "assistant_memory_command", "set_own_memory"]
 
@@ -67,7 +66,7 @@ def set_own_memory(owui: OpenWebUI, model_id: str, *, on: bool) -> str:
         return f"{name} ({model_id}) {'already keeps' if on else 'does not keep'} its own memory"
     kept = [t for t in tags if not _is_own_memory(t)]
     meta["tags"] = [*kept, {"name": OWN_MEMORY_TAG}] if on else kept
-    owui.call("POST", "/api/v1/models/model/update", json=_model_form(row, meta))
+    owui.call("POST", "/api/v1/models/model/update", json=model_form(row, meta))
     owui.provider_models()  # rebuilds the model list the filter is handed on the next turn
     if on:
         return (

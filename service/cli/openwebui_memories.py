@@ -18,19 +18,12 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-import httpx
 import typer
 
 from service.cli import memories as memories_cli
 from service.cli.failures import fail
-from service.cli.openwebui import (
-    DEFAULT_URL,
-    REQUEST_TIMEOUT_S,
-    OpenWebUI,
-    OpenWebUIError,
-    Url,
-    Verbose,
-)
+from service.cli.openwebui import DEFAULT_URL, Url, Verbose
+from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
 from service.config import Settings
 from service.errors import MemoryServiceError
 from service.flows import import_command, imports
@@ -58,15 +51,8 @@ def read_account_memories(
     Raises:
         OpenWebUIError: unreachable, not Open WebUI, sign-in refused, Memory feature off.
     """
-    client = httpx.Client(base_url=url.rstrip("/"), timeout=REQUEST_TIMEOUT_S, trust_env=False)
-    owui = OpenWebUI(url.rstrip("/"), client)
+    owui = OpenWebUI.sign_in(url, token=token, email=email, password=password, whose="the account")
     try:
-        owui.version = owui._version()
-        if not token:
-            if not (email and password):
-                raise OpenWebUIError("give --token, or --email and --password of the account")
-            token = owui._sign_in(email, password)
-        client.headers["Authorization"] = f"Bearer {token}"
         me = owui.call("GET", "/api/v1/auths/")
         try:
             rows: Any = owui.call("GET", "/api/v1/memories/")
@@ -77,7 +63,7 @@ def read_account_memories(
                 ) from exc
             raise
     finally:
-        client.close()
+        owui.close()
     found = []
     for row in rows or []:
         content = str(row.get("content") or "").strip()

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from service.cli import openwebui
+from service.cli import openwebui_sources
 from testkit.filter_loader import load_filter
 
-PATH = openwebui.SOURCE_DIR / "memory_action.py"
+PATH = openwebui_sources.SOURCE_DIR / "memory_action.py"
 SOURCE = PATH.read_text(encoding="utf-8")
 module = load_filter(PATH)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from service.cli import openwebui_assistants
-from service.cli.openwebui import OpenWebUIError
+from service.cli.openwebui_client import OpenWebUIError
 from testkit.filter_loader import load_filter
 
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from service.cli import main, openwebui
+from service.cli import main, openwebui, openwebui_checks
+from service.cli.openwebui_client import OpenWebUIError
 
 
 def test_the_installer_defaults_to_the_port_the_service_is_configured_with(
@@ -71,14 +72,14 @@ class _Answers:
     ],
 )
 def test_the_check_through_open_webui_fails_with_the_filters_cause(answer: str, error: str) -> None:
-    with pytest.raises(openwebui.OpenWebUIError) as raised:
-        openwebui.check_through_openwebui(_Answers(answer), "memory_commands")  # type: ignore[arg-type]
+    with pytest.raises(OpenWebUIError) as raised:
+        openwebui_checks.check_through_openwebui(_Answers(answer), "memory_commands")  # type: ignore[arg-type]
     assert str(raised.value) == error
 
 
 def test_the_check_through_open_webui_passes_on_the_services_answer() -> None:
     answer = _Answers("Memory commands work in chats only.")
-    assert openwebui.check_through_openwebui(answer, "memory_commands") == (  # type: ignore[arg-type]
+    assert openwebui_checks.check_through_openwebui(answer, "memory_commands") == (  # type: ignore[arg-type]
         "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
         "memory service with the filter's key"
     )

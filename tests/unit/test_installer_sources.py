@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import openwebui
+from service.cli import openwebui_sources
+from service.cli.openwebui_client import OpenWebUIError
 from testkit.filter_loader import load_filter
 
 # Open WebUI 0.12.4 instantiates the first of these classes a function file defines and
@@ -27,7 +28,7 @@ def _open_webui_type(module: types.ModuleType) -> str:
 
 
 def test_installer_reads_four_functions_named_by_their_frontmatter():
-    sources = openwebui.read_sources()
+    sources = openwebui_sources.read_sources()
 
     assert {fid: (s.name, s.function_id) for fid, s in sources.items()} == {
         "memory_filter": ("Memory Banks", "memory_filter"),
@@ -42,8 +43,8 @@ def test_installer_reads_four_functions_named_by_their_frontmatter():
 
 def test_installer_sources_load_as_the_function_types_open_webui_expects():
     types_by_id = {
-        fid: _open_webui_type(load_filter(openwebui.SOURCE_DIR / f"{fid}.py"))
-        for fid in openwebui.read_sources()
+        fid: _open_webui_type(load_filter(openwebui_sources.SOURCE_DIR / f"{fid}.py"))
+        for fid in openwebui_sources.read_sources()
     }
 
     assert types_by_id == {
@@ -55,7 +56,7 @@ def test_installer_sources_load_as_the_function_types_open_webui_expects():
 
 
 def test_installer_events_file_imports_only_what_open_webui_ships():
-    source = (openwebui.SOURCE_DIR / "memory_events.py").read_text(encoding="utf-8")
+    source = (openwebui_sources.SOURCE_DIR / "memory_events.py").read_text(encoding="utf-8")
     roots = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -65,13 +66,14 @@ def test_installer_events_file_imports_only_what_open_webui_ships():
 
     assert source.splitlines()[0] == '"""'
     assert roots - set(sys.stdlib_module_names) <= {"pydantic", "httpx"}
-    assert vars(load_filter(openwebui.SOURCE_DIR / "memory_events.py").Event()).keys() == {"valves"}
+    events = load_filter(openwebui_sources.SOURCE_DIR / "memory_events.py")
+    assert vars(events.Event()).keys() == {"valves"}
 
 
 def test_installer_names_a_missing_file_in_one_sentence(tmp_path: Path):
     missing = tmp_path / "memory_events.py"
 
-    with pytest.raises(openwebui.OpenWebUIError) as raised:
-        openwebui.read_sources(events_file=missing)
+    with pytest.raises(OpenWebUIError) as raised:
+        openwebui_sources.read_sources(events_file=missing)
 
     assert str(raised.value) == f"cannot read {missing}: No such file or directory"

@@ -1,0 +1,215 @@
+"""A REST client for Open WebUI's API (0.12.x): one signed-in session, its calls and the
+reads the installer and the import need (functions, valves, model rows, admin config, chat).
+
+Every call answers decoded JSON or raises OpenWebUIError with one sentence for the user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+__all__ = ["REQUEST_TIMEOUT_S", "OpenWebUI", "OpenWebUIError"]
+
+REQUEST_TIMEOUT_S = 30.0
+
+
+class OpenWebUIError(Exception):
+    """Open WebUI refused or failed a request; the message is one sentence for the user."""
+
+
+@dataclass
+class OpenWebUI:
+    """An admin session with one Open WebUI server.
+
+    Attributes:
+        base_url: e.g. `http://127.0.0.1:8080` (no trailing slash).
+        client: httpx client that sends the bearer token (JWT or `sk-…` API key).
+        version: Open WebUI's version string, as `GET /api/version` reports it.
+    """
+
+    base_url: str
+    client: httpx.Client
+    version: str = ""
+
+    @classmethod
+    def connect(
+        cls, url: str, *, token: str | None, email: str | None, password: str | None
+    ) -> OpenWebUI:
+        """Check that `url` is Open WebUI, sign in if needed and check that we are an admin.
+
+        Raises:
+            OpenWebUIError: unreachable, not Open WebUI, credentials refused, or not an admin.
+        """
+        owui = cls.sign_in(url, token=token, email=email, password=password)
+        try:
+            owui._check_admin()
+        except BaseException:
+            owui.close()
+            raise
+        return owui
+
+    @classmethod
+    def sign_in(
+        cls,
+        url: str,
+        *,
+        token: str | None,
+        email: str | None,
+        password: str | None,
+        whose: str = "an admin",
+    ) -> OpenWebUI:
+        """Check that `url` is Open WebUI and sign in with `token`, else `email`/`password`.
+
+        Args:
+            whose: the account the missing credentials belong to, for the error's sentence.
+
+        Raises:
+            OpenWebUIError: unreachable, not Open WebUI, no credentials, or sign-in refused.
+        """
+        base_url = url.rstrip("/")
+        client = httpx.Client(base_url=base_url, timeout=REQUEST_TIMEOUT_S, trust_env=False)
+        owui = cls(base_url, client)
+        try:
+            owui.version = owui._version()
+            if not token:
+                if not (email and password):
+                    raise OpenWebUIError(f"give --token, or --email and --password of {whose}")
+                token = owui._sign_in(email, password)
+            client.headers["Authorization"] = f"Bearer {token}"
+        except BaseException:
+            client.close()
+            raise
+        return owui
+
+    def close(self) -> None:
+        self.client.close()
+
+    def call(
+        self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
+        """Send one request and return the decoded JSON answer.
+
+        Raises:
+            OpenWebUIError: transport failure or any status outside 2xx.
+        """
+        try:
+            response = self.client.request(method, path, json=json, params=params)
+        except httpx.TimeoutException as exc:
+            raise OpenWebUIError(
+                f"Open WebUI at {self.base_url} did not answer {method} {path} "
+                f"within {REQUEST_TIMEOUT_S:g} s"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise OpenWebUIError(f"cannot reach Open WebUI at {self.base_url}: {exc}") from exc
+        if not response.is_success:
+            raise OpenWebUIError(
+                f"Open WebUI answered {response.status_code} to {method} {path}: "
+                f"{_detail(response)}"
+            )
+        return response.json() if response.content else None
+
+    def _version(self) -> str:
+        try:
+            response = self.client.get("/api/version")
+        except httpx.HTTPError as exc:
+            raise OpenWebUIError(f"cannot reach Open WebUI at {self.base_url}: {exc}") from exc
+        try:
+            version = response.json().get("version") if response.is_success else None
+        except ValueError:
+            version = None
+        if not isinstance(version, str):
+            raise OpenWebUIError(
+                f"{self.base_url} does not look like Open WebUI "
+                f"(GET /api/version answered {response.status_code})"
+            )
+        return version
+
+    def _sign_in(self, email: str, password: str) -> str:
+        response = self.client.post(
+            "/api/v1/auths/signin", json={"email": email, "password": password}
+        )
+        if response.status_code == 400:
+            raise OpenWebUIError(f"Open WebUI refused the sign-in of {email}: {_detail(response)}")
+        if not response.is_success:
+            raise OpenWebUIError(
+                f"Open WebUI answered {response.status_code} to the sign-in of "
+                f"{email}: {_detail(response)}"
+            )
+        return str(response.json()["token"])
+
+    def _check_admin(self) -> None:
+        # Any signed-in user may list functions; only an admin may list them with their owners.
+        first = self.client.get("/api/v1/functions/")
+        if first.status_code in (401, 403):
+            raise OpenWebUIError(f"Open WebUI refused the token: {_detail(first)}")
+        second = self.client.get("/api/v1/functions/list")
+        if second.status_code in (401, 403):
+            raise OpenWebUIError(
+                "this account is not an admin of Open WebUI; functions can "
+                "only be installed by an admin"
+            )
+        if not second.is_success:
+            raise OpenWebUIError(
+                f"Open WebUI answered {second.status_code} to GET "
+                f"/api/v1/functions/list: {_detail(second)}"
+            )
+
+    # -- functions -----------------------------------------------------------------------------
+
+    def function(self, function_id: str) -> dict[str, Any] | None:
+        """The stored function (with `content`, `is_active`, `is_global`), None if absent."""
+        # GET /id/{id} answers 401 for a missing id, like a bad token; the list tells them apart.
+        listed = {f["id"] for f in self.call("GET", "/api/v1/functions/list") or []}
+        if function_id not in listed:
+            return None
+        found: dict[str, Any] = self.call("GET", f"/api/v1/functions/id/{function_id}")
+        return found
+
+    def valves(self, function_id: str) -> dict[str, Any]:
+        """The admin valves stored for a function ({} when none were ever saved)."""
+        return self.call("GET", f"/api/v1/functions/id/{function_id}/valves") or {}
+
+    def model_rows(self) -> dict[str, dict[str, Any]]:
+        """Every model row (workspace models and overrides of provider models), by id."""
+        return {m["id"]: m for m in self.call("GET", "/api/v1/models/all") or []}
+
+    def provider_models(self) -> dict[str, dict[str, Any]]:
+        """The models Open WebUI offers (rebuilding its cached list), by id."""
+        answer = self.call("GET", "/api/models", params={"refresh": "true"}) or {}
+        return {m["id"]: m for m in answer.get("data", [])}
+
+    def admin_config(self) -> dict[str, Any]:
+        """Admin Panel → Settings → General, as `GET /api/v1/auths/admin/config` answers."""
+        found: dict[str, Any] = self.call("GET", "/api/v1/auths/admin/config") or {}
+        return found
+
+    def ask(self, model_id: str, text: str) -> str:
+        """One chat turn without a chat (no history is saved); the reply's text."""
+        answer = self.call(
+            "POST",
+            "/api/chat/completions",
+            json={
+                "model": model_id,
+                "stream": False,
+                "messages": [{"role": "user", "content": text}],
+            },
+        )
+        try:
+            return str(answer["choices"][0]["message"]["content"])
+        except (KeyError, IndexError, TypeError) as exc:
+            raise OpenWebUIError(
+                f"Open WebUI's answer to a chat turn has no reply text: {str(answer)[:200]}"
+            ) from exc
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    if isinstance(detail, str) and detail:
+        return detail
+    return response.reason_phrase or "no detail"
