@@ -700,8 +700,9 @@ def _bm25(terms: Any, cells: int) -> Select[Any]:
     `memory_term_cells`): N = the scope's active memories, df = those holding t, tf = t's
     positions in the memory's tsvector ('english' || 'simple', so a word whose stem is
     itself counts twice), dl = the memory's distinct lexemes, avgdl = their mean over the
-    scope. Each cell's postings of the query's lexemes are one index-only range scan per
-    lexeme: the cost follows the matches, not the bank's size.
+    matched memories (as before the postings: the ranking is unchanged). Each cell's
+    postings of the query's lexemes are one index-only range scan per lexeme: the cost
+    follows the matches, not the bank's size.
     """
     post = PostingRow.__table__.c
     stat = TermCellRow.__table__.c
@@ -716,12 +717,12 @@ def _bm25(terms: Any, cells: int) -> Select[Any]:
     in_scope = or_(*(and_(*_cell_keys(stat, f"txt{i}")) for i in range(cells)))
     # double precision throughout: ln() of numeric costs about 25 µs a call
     n = cast(select(func.sum(stat.docs)).where(in_scope).scalar_subquery(), Float)
-    avgdl = cast(
-        select(func.sum(stat.lexemes) / func.greatest(func.sum(stat.docs), 1.0))
-        .where(in_scope)
-        .scalar_subquery(),
-        Float,
+    # the mean length over the matched memories, as the ranking tuned on LoCoMo 0–4 had it
+    # (the scope's mean, `memory_term_cells.lexemes` / N, would change that ranking)
+    lengths = (
+        select(func.max(postings.c.dl).label("dl")).group_by(postings.c.seq).subquery("lengths")
     )
+    avgdl = select(cast(func.avg(lengths.c.dl), Float)).scalar_subquery()
     # idf once per lexeme (df = its postings in the scope), not once per posting
     df = cast(func.count(), Float)
     idfs = (

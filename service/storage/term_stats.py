@@ -92,13 +92,13 @@ async def stored_cells(session: AsyncSession) -> list[Cell]:
             "GROUP BY 1, 2, 3 HAVING sum(docs) <> 0 OR sum(lexemes) <> 0 ORDER BY 1, 2, 3"
         )
     )
-    return [tuple(row) for row in rows.all()]  # type: ignore[misc]
+    return [tuple(row) for row in rows.all()]
 
 
 async def expected_cells(session: AsyncSession) -> list[Cell]:
     """What `memory_term_cells` should hold, computed from the memories, sorted."""
     rows = await session.execute(text(_EXPECTED_CELLS + " ORDER BY 1, 2, 3"))
-    return [tuple(row) for row in rows.all()]  # type: ignore[misc]
+    return [tuple(row) for row in rows.all()]
 
 
 async def stored_postings(session: AsyncSession) -> list[Posting]:
@@ -109,10 +109,10 @@ async def stored_postings(session: AsyncSession) -> list[Posting]:
             "ORDER BY 1, 2, 3, 4, 5"
         )
     )
-    return [tuple(row) for row in rows.all()]  # type: ignore[misc]
+    return [tuple(row) for row in rows.all()]
 
 
 async def expected_postings(session: AsyncSession) -> list[Posting]:
     """What `memory_postings` should hold, computed from the memories, sorted."""
     rows = await session.execute(text(_EXPECTED_POSTINGS + " ORDER BY 1, 2, 3, 4, 5"))
-    return [tuple(row) for row in rows.all()]  # type: ignore[misc]
+    return [tuple(row) for row in rows.all()]

@@ -246,11 +246,12 @@ async def test_candidates_are_the_nearest_and_the_best_by_okapi_bm25_over_the_sc
 
 def _okapi_bm25(rows: Sequence[Any], *, terms: set[str], k1: float, b: float) -> dict[int, float]:
     """Okapi BM25 by hand over (seq, distinct lexemes, lexeme, positions) rows of a scope:
-    N = the scope's rows, df = rows holding the term, avgdl over the scope's rows."""
+    N = the scope's rows, df = rows holding the term, avgdl over the rows that match."""
     length = {seq: dl for seq, dl, _, _ in rows}
     tf = {(seq, lex): n or 1 for seq, _, lex, n in rows if lex in terms}
+    matched = {seq for seq, _ in tf}
     df = {t: sum(1 for seq, lex in tf if lex == t) for t in terms}
-    avgdl = sum(length.values()) / len(length)
+    avgdl = sum(length[s] for s in matched) / len(matched)
     scores: dict[int, float] = {}
     for (seq, lex), f in tf.items():
         idf = math.log(1 + (len(length) - df[lex] + 0.5) / (df[lex] + 0.5))
