@@ -232,3 +232,38 @@ async def _bm25_of(db: Database, scope: ReadScope) -> dict[uuid.UUID, float]:
             limit=50,
         )
     return {c.memory.id: round(c.text_rank or 0.0, 9) for c in found.keyword}
+
+
+async def test_two_folds_at_once_count_every_row_once(db: Database) -> None:
+    """Fold A holds its transaction open; fold B (another process) starts meanwhile and
+    waits for A's rows; after A commits, B skips what A summed: the figures stay exact."""
+    rng = np.random.default_rng(13)
+    for i in range(5):
+        async with db.unit_of_work() as session:  # one counter row per transaction
+            await _add(session, "finn", Bank.PERSONAL, f"finn plays chess ({i})", rng)
+    release = asyncio.Event()
+    folded_a = asyncio.Event()
+    results: dict[str, int] = {}
+
+    async def fold_a() -> None:
+        async with db.unit_of_work() as session:
+            results["a"] = await term_stats.fold(session)
+            folded_a.set()
+            await release.wait()
+
+    async def fold_b() -> None:
+        await asyncio.wait_for(folded_a.wait(), timeout=60)
+        async with db.unit_of_work() as session:
+            results["b"] = await term_stats.fold(session)
+
+    task_a, task_b = asyncio.create_task(fold_a()), asyncio.create_task(fold_b())
+    await asyncio.wait_for(folded_a.wait(), timeout=60)
+    async with db.unit_of_work() as session:  # a writer beside both folds
+        await _add(session, "finn", Bank.PERSONAL, "finn plays go", rng)
+    release.set()
+    await asyncio.wait_for(asyncio.gather(task_a, task_b), timeout=60)
+    assert results["a"] == 1
+    await _assert_exact(db)
+    async with db.unit_of_work() as session:
+        (cell,) = await term_stats.stored_cells(session)
+    assert cell[3] == 6
