@@ -15,6 +15,8 @@ PostgreSQL advisory lock):
    invalid by a failed build are dropped;
 3. missing ones are built with CREATE INDEX CONCURRENTLY (writes go on meanwhile), largest
    cell first, and the table is analysed afterwards.
+
+Each run first folds the full-text statistics' rows (`storage.term_stats.fold`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from service.core.records import Scope
 from service.flows.runtime import Runtime
-from service.storage import owner_indexes
+from service.storage import owner_indexes, term_stats
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,9 @@ async def refresh(rt: Runtime) -> RefreshResult:
     Raises:
         psycopg.OperationalError: PostgreSQL is not reachable.
     """
+    # the full-text statistics' insert-only rows, one per bank again (storage/term_stats.py)
+    async with rt.db.unit_of_work() as session:
+        await term_stats.fold(session)
     threshold = rt.settings.ann_min_memories
     model, dimension = rt.encoder.model_name, rt.encoder.dimension
     built: list[str] = []

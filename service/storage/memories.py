@@ -35,6 +35,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    true,
     tuple_,
     union_all,
     update,
@@ -56,7 +57,7 @@ from service.core.records import (
     Status,
 )
 from service.storage.owner_indexes import IndexedCells
-from service.storage.tables import MemoryRow
+from service.storage.tables import MemoryRow, PostingRow, TermCellRow
 
 # value → member, looked up directly: calling the enum class cost more than the rest of a row
 _OWNER_KINDS = {m.value: m for m in OwnerKind}
@@ -454,8 +455,9 @@ async def candidates(
     One statement gives both lists, each memory's row once. Cells of `scope` with their own
     indexes (`indexed`, see `storage.owner_indexes`) are searched through them: HNSW for
     vectors (approximate; `hnsw.ef_search` is set for the transaction to at least 2 ×
-    `limit`) and GIN for full text. The other cells are searched together by exact scans
-    behind `OFFSET 0` fences. A cell whose HNSW scan yields fewer than `limit` rows — its
+    `limit`); the other cells are searched together by an exact scan behind an `OFFSET 0`
+    fence. Full text is ranked by Okapi BM25 over every cell's postings (`_bm25`). A cell
+    whose HNSW scan yields fewer than `limit` rows — its
     graph still holds rows archived since it was built, or the index is gone — is searched
     again exactly, so a heavy cell never comes back short.
 
@@ -473,15 +475,11 @@ async def candidates(
     indexed = indexed or IndexedCells()
     ann = [cell for cell in scope.scopes if cell in indexed.ann]
     rest = [cell for cell in scope.scopes if cell not in indexed.ann]
-    fts = [cell for cell in scope.scopes if cell in indexed.fts]
-    plain = [cell for cell in scope.scopes if cell not in indexed.fts]
     with_text = bool(text.strip())
     shape = _Shape(
         bool(rest),
         len(ann),
-        with_text and bool(plain),
-        len(fts) if with_text else 0,
-        with_text,
+        len(scope.scopes) if with_text else 0,
         indexed.dimension if ann else 0,
     )
     params: dict[str, Any] = {
@@ -491,11 +489,9 @@ async def candidates(
     }
     if rest:
         params["nearest_cells"] = _cell_tuples(rest)
-    if shape.plain_matches:
-        params["match_cells"] = _cell_tuples(plain)
     if with_text:
         params["fts_text"] = text[:2_000]
-    for prefix, cells in (("ann", ann), ("fts", fts if with_text else [])):
+    for prefix, cells in (("ann", ann), ("txt", scope.scopes if with_text else [])):
         for i, cell in enumerate(cells):
             params |= {
                 f"{prefix}{i}_kind": cell.owner_kind.value,
@@ -559,9 +555,7 @@ class _Shape:
 
     exact_nearest: bool  #: some cells are searched by the exact vector scan
     ann_cells: int  #: cells searched through their HNSW index
-    plain_matches: bool  #: some cells are searched by the fenced full-text scan
-    fts_cells: int  #: cells searched through their GIN index
-    with_text: bool  #: the query has text to match
+    text_cells: int  #: cells whose postings are read (0: the query has no text to match)
     dimension: int  #: dimension the HNSW indexes cast to (0 without them)
 
 
@@ -588,8 +582,8 @@ def _cells_param(name: str) -> ColumnElement[bool]:
 def _candidates_statement(shape: _Shape) -> Select[Any]:
     """The candidates statement of one shape, built once (building one costs about 2 ms).
 
-    Parameters: query_vector, limit, model, nearest_cells and match_cells (lists of
-    (owner_kind, owner_id, bank)), fts_text, and ann<i>_/fts<i>_ kind, owner and bank.
+    Parameters: query_vector, limit, model, nearest_cells (a list of (owner_kind, owner_id,
+    bank)), fts_text, and ann<i>_/txt<i>_ kind, owner and bank.
     """
     vector = _query_vector()
     limit = bindparam("limit", type_=Integer)
@@ -619,7 +613,7 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
         _TABLE.c.embedding.cosine_distance(vector).label("distance"),
         nearest.c.branch,
     ]
-    if not shape.with_text:
+    if not shape.text_cells:
         found = select(nearest.c.seq).subquery("found")
         return (
             select(*columns)
@@ -627,43 +621,27 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             .join(_TABLE, _TABLE.c.seq == found.c.seq)
             .join(nearest, nearest.c.seq == found.c.seq)
         )
-    # the tsquery once, in a CTE: its text four times over cost planning time and the
-    # driver's query cache (it keeps statements up to 4 kB)
+    # the query's lexemes once, in a CTE (planning time, the driver's 4 kB query cache)
     tsquery = (
-        sa_text(f"SELECT {_OR_QUERY_SQL} AS query, {_TERMS_SQL} AS terms")
+        sa_text(f"SELECT {_TERMS_SQL} AS terms")
         .bindparams(bindparam("fts_text", type_=Text))
-        .columns(literal_column("query"), literal_column("terms"))
+        .columns(literal_column("terms"))
         .cte("tsquery")
     )
-    query = select(tsquery.c.query).scalar_subquery()
     terms = select(tsquery.c.terms).scalar_subquery()
-    # every matching row of the scope (its tsvector), then Okapi BM25 over them
-    match_parts: list[Select[Any]] = []
-    cells: list[ColumnElement[bool]] = []
-    if shape.plain_matches:
-        owned = (
-            select(_TABLE.c.seq, _TABLE.c.tsv)
-            .where(_cells_param("match_cells"))
-            .offset(0)
-            .subquery()
-        )
-        match_parts.append(select(owned.c.seq, owned.c.tsv).where(owned.c.tsv.op("@@")(query)))
-        cells.append(_cells_param("match_cells"))
-    for i in range(shape.fts_cells):
-        # unfenced, so the planner starts from the cell's GIN index: its matching rows only
-        match_parts.append(
-            select(_TABLE.c.seq, _TABLE.c.tsv).where(
-                _cell_param(f"fts{i}"), _TABLE.c.tsv.op("@@")(query)
-            )
-        )
-        cells.append(_cell_param(f"fts{i}"))
-    matched = _union(match_parts).cte("matched")
-    scored = _bm25(matched, terms, or_(*cells)).cte("scored")
+    scored = _bm25(terms, shape.text_cells).cte("scored")
     # one row per memory from both lists by a grouping, not by joins: the planner cannot
     # size CTEs and nested-looped them (28k comparisons at 400 matches). A nearest row that
     # matches words but is not among the best `limit` keeps its BM25 score too (the fusion
     # normalises over every candidate); `keyword_hit` marks the best `limit` matches.
-    place = func.row_number().over(order_by=(scored.c.rank.desc(), scored.c.seq))
+    # the best `limit` by a top-N sort, and the nearest rows' own scores by a semi-join: the
+    # grouping below then sees about 2 × `limit` rows, not every match
+    best = (
+        select(scored.c.seq, scored.c.rank, true().label("top"))
+        .order_by(scored.c.rank.desc(), scored.c.seq)
+        .limit(limit)
+        .subquery("best")
+    )
     both = union_all(
         select(
             nearest.c.seq,
@@ -671,7 +649,10 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             cast(null(), Float).label("rank"),
             false().label("top"),
         ),
-        select(scored.c.seq, cast(null(), Integer), scored.c.rank, (place <= limit)),
+        select(best.c.seq, cast(null(), Integer), best.c.rank, best.c.top),
+        select(scored.c.seq, cast(null(), Integer), scored.c.rank, false()).where(
+            scored.c.seq.in_(select(nearest.c.seq))
+        ),
     ).subquery("both")
     found = (
         select(
@@ -710,41 +691,69 @@ _TERMS_SQL = """ARRAY(
   WHERE ts_lexize('english_stem', word) <> '{}'::text[])"""
 
 
-def _bm25(matched: Any, terms: Any, cells: ColumnElement[bool]) -> Select[Any]:
-    """(seq, rank): Okapi BM25 of each matched row (Robertson and Zaragoza 2009).
+def _bm25(terms: Any, cells: int) -> Select[Any]:
+    """(seq, rank): Okapi BM25 of each memory of cells txt0…txt<cells−1> holding a query
+    lexeme (Robertson and Zaragoza 2009).
 
     rank = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl / avgdl)) over the query's
-    lexemes t in the row, idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5)). Statistics are
-    those of the query's own scope, computed in this statement — no table to keep in step
-    with writes, forgets or a second process: N = the scope's active memories, df = its
-    matched rows holding t (every row holding t matches), tf = t's positions in the row's
-    tsvector ('english' || 'simple', so a word whose stem is itself counts twice), dl =
-    the row's distinct lexemes, avgdl = their mean over the matched rows (ranking on
-    LoCoMo is the same as with the scope's mean, which would cost a scan of every row).
+    lexemes t in the memory, idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5)), from the postings
+    and bank statistics the triggers of migration 0014 keep (`memory_postings`,
+    `memory_term_cells`): N = the scope's active memories, df = those holding t, tf = t's
+    positions in the memory's tsvector ('english' || 'simple', so a word whose stem is
+    itself counts twice), dl = the memory's distinct lexemes, avgdl = their mean over the
+    matched memories (as before the postings: the ranking is unchanged). Each cell's
+    postings of the query's lexemes are one index-only range scan per lexeme: the cost
+    follows the matches, not the bank's size.
     """
-    lexemes = func.unnest(matched.c.tsv).table_valued("lexeme", "positions").lateral("lex")
-    tf = cast(func.coalesce(func.array_length(lexemes.c.positions, 1), 1), Float)
+    post = PostingRow.__table__.c
+    stat = TermCellRow.__table__.c
+    lexemes = cast(terms, ARRAY(Text))  # a cast: ANY (subquery) would compare whole arrays
+    parts = [
+        select(post.seq, post.lexeme, post.tf, post.dl).where(
+            *_cell_keys(post, f"txt{i}"), post.lexeme == func.any(lexemes)
+        )
+        for i in range(cells)
+    ]
+    postings = _union(parts).cte("postings")
+    in_scope = or_(*(and_(*_cell_keys(stat, f"txt{i}")) for i in range(cells)))
+    # double precision throughout: ln() of numeric costs about 25 µs a call
+    n = cast(select(func.sum(stat.docs)).where(in_scope).scalar_subquery(), Float)
+    # the mean length over the matched memories, as the ranking tuned on LoCoMo 0–4 had it
+    # (the scope's mean, `memory_term_cells.lexemes` / N, would change that ranking)
+    lengths = (
+        select(func.max(postings.c.dl).label("dl")).group_by(postings.c.seq).subquery("lengths")
+    )
+    avgdl = select(cast(func.avg(lengths.c.dl), Float)).scalar_subquery()
+    # idf once per lexeme (df = its postings in the scope), not once per posting
+    df = cast(func.count(), Float)
+    idfs = (
+        select(postings.c.lexeme, func.ln(1.0 + (n - df + 0.5) / (df + 0.5)).label("idf"))
+        .group_by(postings.c.lexeme)
+        .cte("idfs")
+    )
     hits = (
         select(
-            matched.c.seq,
-            cast(func.length(matched.c.tsv), Float).label("dl"),
-            tf.label("tf"),
-            # df by a window, not a join back: the planner misjudges CTE sizes
-            cast(func.count().over(partition_by=lexemes.c.lexeme), Float).label("df"),
+            postings.c.seq,
+            cast(postings.c.tf, Float).label("tf"),
+            cast(postings.c.dl, Float).label("dl"),
+            idfs.c.idf,
         )
-        .select_from(matched.join(lexemes, literal_column("true")))
-        # a cast, not a bare subquery: ANY (subquery) would compare with whole arrays
-        .where(lexemes.c.lexeme == func.any(cast(terms, ARRAY(Text))))
+        .join_from(postings, idfs, idfs.c.lexeme == postings.c.lexeme)
         .cte("hits")
     )
-    # double precision throughout: ln() of numeric costs about 25 µs a call
-    n = cast(select(func.count()).select_from(_TABLE).where(cells).scalar_subquery(), Float)
-    avgdl = select(cast(func.avg(func.length(matched.c.tsv)), Float)).scalar_subquery()
-    idf = func.ln(1.0 + (n - hits.c.df + 0.5) / (hits.c.df + 0.5))
+    idf = hits.c.idf
     k1: ColumnElement[float] = literal_column(repr(BM25_K1), Float)
     b: ColumnElement[float] = literal_column(repr(BM25_B), Float)
     weight = idf * hits.c.tf * (k1 + 1) / (hits.c.tf + k1 * (1 - b + b * hits.c.dl / avgdl))
     return select(hits.c.seq, func.sum(weight).label("rank")).group_by(hits.c.seq)
+
+
+def _cell_keys(columns: Any, prefix: str) -> list[ColumnElement[bool]]:
+    return [
+        columns.owner_kind == bindparam(f"{prefix}_kind"),
+        columns.owner_id == bindparam(f"{prefix}_owner"),
+        columns.bank == bindparam(f"{prefix}_bank"),
+    ]
 
 
 def _union(parts: list[Select[Any]]) -> Any:

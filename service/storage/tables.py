@@ -17,6 +17,8 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -294,3 +296,56 @@ class RememberRequestRow(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     #: why it must write nothing: "forget_all", "chat_deleted", "user_deleted"; NULL = still wanted
     discarded: Mapped[str | None] = mapped_column(String(32))
+
+
+class TermCellRow(Base):
+    """A change of one bank's full-text statistics, for Okapi BM25: of its active memories
+    and of the sum of their distinct lexemes; the bank's figures are the sums of its rows.
+    Inserted by the triggers of migration 0014 in the writer's transaction (insert-only, so
+    writers never wait for each other); `storage.term_stats.fold` sums them into one row per
+    bank, `rebuild` recomputes them."""
+
+    __tablename__ = "memory_term_cells"
+    __table_args__ = (
+        Index(
+            "ix_memory_term_cells_cell",
+            "owner_kind",
+            "owner_id",
+            "bank",
+            postgresql_include=["docs", "lexemes"],
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    owner_kind: Mapped[str] = mapped_column(String(16))
+    owner_id: Mapped[str] = mapped_column(String(255))
+    bank: Mapped[str] = mapped_column(String(32))
+    docs: Mapped[int] = mapped_column(BigInteger)
+    lexemes: Mapped[int] = mapped_column(BigInteger)
+
+
+class PostingRow(Base):
+    """One lexeme of one active memory's tsvector: its positions (tf) and the memory's length
+    (dl, distinct lexemes). The primary key's index includes tf and dl, so the read path's
+    BM25 is an index-only scan of the query's lexemes (migration 0014)."""
+
+    __tablename__ = "memory_postings"
+    __table_args__ = (
+        PrimaryKeyConstraint(
+            "owner_kind",
+            "owner_id",
+            "bank",
+            "lexeme",
+            "seq",
+            name="pk_memory_postings",
+            postgresql_include=["tf", "dl"],
+        ),
+    )
+
+    owner_kind: Mapped[str] = mapped_column(String(16))
+    owner_id: Mapped[str] = mapped_column(String(255))
+    bank: Mapped[str] = mapped_column(String(32))
+    lexeme: Mapped[str] = mapped_column(Text)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    tf: Mapped[int] = mapped_column(SmallInteger)
+    dl: Mapped[int] = mapped_column(SmallInteger)

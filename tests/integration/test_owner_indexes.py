@@ -290,7 +290,8 @@ async def test_indexed_path_uses_the_indexes_and_returns_the_exact_answers(runti
     plan = await plan_of(rt, scope, QUESTIONS[0], 10)
     hnsw = catalog.ann_index_name(ALICE, model=rt.encoder.model_name, dimension=384)
     assert f"Index Scan using {hnsw} on memories" in plan
-    assert f"Bitmap Index Scan on {catalog.fts_index_name(ALICE)}" in plan
+    # full text: the postings of the query's lexemes (migration 0014), not the bank's rows
+    assert "Index Only Scan using pk_memory_postings on memory_postings" in plan
 
     for question in QUESTIONS:
         fast, exact = await search_both_ways(rt, scope, question, 10)
