@@ -22,6 +22,9 @@ CHECK_LINE = (
     "check: a /memory command typed in Open WebUI (model memory_commands) reached the "
     "memory service with the filter's key"
 )
+ACTION_CHECK_LINE = (
+    "check: the Remember button (memory_action) reached the memory service with its key"
+)
 _PRINTED = re.compile(r"^  (\.venv/bin/python -m service openwebui install .*?)$", re.M | re.S)
 
 
@@ -96,4 +99,4 @@ def test_the_readme_key_instructions_match_a_default_open_webui(stack: Stack):
     assert refused.status_code == 403, refused.text
     assert key.startswith("sk-")
     assert status.returncode == 0, status.stderr
-    assert status.stdout.splitlines()[-1] == CHECK_LINE
+    assert status.stdout.splitlines()[-2:] == [CHECK_LINE, ACTION_CHECK_LINE]
