@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from testkit.filter_loader import load_filter
-from tests.support.memory_stub import MemoryServiceStub, StubReply, default_responder
+from tests.support.memory_stub import (
+    TEST_TIMEOUT_S,
+    MemoryServiceStub,
+    StubReply,
+    default_responder,
+)
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000001"
 ALICE = {"id": "u-123", "name": "Alice", "role": "user"}
@@ -26,7 +31,12 @@ def _tagged(model: dict[str, Any], *tags: str) -> dict[str, Any]:
 
 def _filter(module: Any, url: str, **valves: Any) -> Any:
     memory_filter = module.Filter()
-    memory_filter.valves = module.Filter.Valves(service_url=url, api_key="key-1", **valves)
+    # the stub gets TEST_TIMEOUT_S unless a test sets a valve: a busy machine must not turn an
+    # answer into "unavailable" (the valves' own timing is tested in test_fail_open)
+    patient = {"inlet_timeout_s": TEST_TIMEOUT_S, "outlet_timeout_s": TEST_TIMEOUT_S}
+    memory_filter.valves = module.Filter.Valves(
+        service_url=url, api_key="key-1", **{**patient, **valves}
+    )
     return memory_filter
 
 

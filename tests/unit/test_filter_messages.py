@@ -6,7 +6,7 @@ import pytest
 
 from testkit.filter_loader import load_filter
 from tests.support.emitter import EventRecorder
-from tests.support.memory_stub import MemoryServiceStub, StubReply, closed_port_url
+from tests.support.memory_stub import TEST_TIMEOUT_S, MemoryServiceStub, StubReply, closed_port_url
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000002"
 ALICE = {"id": "u-alice", "name": "Alice", "role": "user"}
@@ -56,7 +56,14 @@ LOOK_ALIKES = [
 
 def _filter(module: Any, url: str) -> Any:
     instance = module.Filter()
-    instance.valves = module.Filter.Valves(service_url=url, api_key="key-1")
+    # the stub gets TEST_TIMEOUT_S, not the 0.8 s valve: a busy machine must not turn an
+    # answer into "unavailable" (the valves' own timing is tested in test_fail_open)
+    instance.valves = module.Filter.Valves(
+        service_url=url,
+        api_key="key-1",
+        inlet_timeout_s=TEST_TIMEOUT_S,
+        outlet_timeout_s=TEST_TIMEOUT_S,
+    )
     return instance
 
 

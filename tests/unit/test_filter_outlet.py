@@ -7,7 +7,7 @@ import pytest
 from testkit.filter_loader import load_filter
 from testkit.waiting import wait_until
 from tests.support.emitter import EventRecorder, status
-from tests.support.memory_stub import MemoryServiceStub, StubReply, closed_port_url
+from tests.support.memory_stub import TEST_TIMEOUT_S, MemoryServiceStub, StubReply, closed_port_url
 
 CHAT_ID = "7f0c2d4e-0000-4000-8000-000000000001"
 ALICE = {"id": "u-123", "name": "Alice"}
@@ -16,7 +16,12 @@ NOT_SAVED = "Memory could not save this turn"
 
 def _filter(module, url: str, **valves):
     memory_filter = module.Filter()
-    memory_filter.valves = module.Filter.Valves(service_url=url, api_key="key-1", **valves)
+    # the stub gets TEST_TIMEOUT_S unless a test sets a valve: a busy machine must not turn an
+    # answer into "unavailable" (the valves' own timing is tested in test_fail_open)
+    patient = {"inlet_timeout_s": TEST_TIMEOUT_S, "outlet_timeout_s": TEST_TIMEOUT_S}
+    memory_filter.valves = module.Filter.Valves(
+        service_url=url, api_key="key-1", **{**patient, **valves}
+    )
     return memory_filter
 
 
