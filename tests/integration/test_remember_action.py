@@ -4,7 +4,7 @@ service over HTTP, with and without an LLM stand-in."""
 from __future__ import annotations
 
 import json
-import time
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -325,13 +325,20 @@ async def test_with_an_llm_a_temporary_chat_keeps_no_chat_memory(
 async def test_a_busy_llm_slower_than_the_valve_says_try_again(
     service_factory: Any, db_conn: psycopg.AsyncConnection
 ) -> None:
-    def slow(request: dict[str, Any]) -> str:
-        time.sleep(3)
+    # the LLM answers only once the click has given up (no fixed delay: a busy machine could
+    # outlast any); the wait is a backstop should the click never return
+    released = threading.Event()
+
+    def held(request: dict[str, Any]) -> str:
+        released.wait(timeout=60)
         return json.dumps({"operations": []})
 
-    with LLMStub(responder=slow) as stub:
+    with LLMStub(responder=held) as stub:
         live = service_factory(LLM_BASE_URL=stub.base_url, LLM_MODEL="stub-model")
-        line = await _click(_action(live, timeout_s=0.5), _body("I keep bees"))
+        try:
+            line = await _click(_action(live, timeout_s=0.5), _body("I keep bees"))
+        finally:
+            released.set()
     assert line == (
         "Not remembered: the memory service did not answer in time — try again in a moment"
     )
