@@ -30,8 +30,7 @@ from testkit.extraction_replies import by_message, new_op
 from testkit.llm_stub import LLMStub
 from testkit.waiting import wait_until_async as wait_until
 from tests.support.llm_gate import LLMGate
-from tests.support.races import chat, memory_rows, queue_turn, seed, turn_rows
-from tests.support.runtimes import runtime_factory
+from tests.support.races import chat, memory_rows, queue_turn, race_runtime, seed, turn_rows
 
 CODER = '["u1","coder"]'
 RUST = "User writes Rust at work"
@@ -64,28 +63,13 @@ def llm(gate: LLMGate) -> Iterator[LLMStub]:
     gate.open()
 
 
-async def _runtime(
-    database_url: str, encoder: Encoder, tmp_path: Path, llm: LLMStub, **env: str
-) -> AsyncIterator[Runtime]:
-    async with runtime_factory(
-        database_url,
-        encoder,
-        tmp_path / "state",
-        LLM_BASE_URL=llm.base_url,
-        LLM_MODEL="stub-model",
-        LLM_TIMEOUT_S=60,
-        **env,
-    ) as build:
-        runtime = build()
-        async with runtime.jobs.open_async():
-            yield runtime
-
-
 @pytest.fixture
 async def rt(
     database_url: str, encoder: Encoder, tmp_path: Path, llm: LLMStub
 ) -> AsyncIterator[Runtime]:
-    async for runtime in _runtime(database_url, encoder, tmp_path, llm, MEMORY_BATCH_MESSAGES="1"):
+    async with race_runtime(
+        database_url, encoder, tmp_path / "state", llm_base_url=llm.base_url
+    ) as runtime:
         yield runtime
 
 
@@ -139,7 +123,13 @@ async def test_waiting_turns_of_an_assistant_and_an_ordinary_model_are_never_one
 ) -> None:
     """Batching closes a batch at a change of context: three waiting turns of one chat,
     assistant / ordinary / assistant, are three LLM calls, each written to its own cell."""
-    async for rt in _runtime(database_url, encoder, tmp_path, llm, MEMORY_BATCH_MESSAGES="10"):
+    async with race_runtime(
+        database_url,
+        encoder,
+        tmp_path / "state",
+        llm_base_url=llm.base_url,
+        MEMORY_BATCH_MESSAGES="10",
+    ) as rt:
         await queue_turn(rt, context=coder_chat(), message="I write Rust at work.", message_id="t1")
         await queue_turn(
             rt, context=chat("u1", "c1"), message="I have a dog named Rex.", message_id="t2"

@@ -23,8 +23,7 @@ from testkit.extraction_replies import by_message, new_op
 from testkit.llm_stub import LLMStub
 from testkit.waiting import wait_until_async as wait_until
 from tests.support.llm_gate import LLMGate
-from tests.support.races import forget_all, memory_rows, seed
-from tests.support.runtimes import runtime_factory
+from tests.support.races import forget_all, memory_rows, race_runtime, seed
 
 PARIS = "User lives in Paris"
 CHAT = ChatContext(user_id="u1", kind=ChatKind.SAVED, chat_id="c1", user_name="Ada")
@@ -46,17 +45,11 @@ def llm(gate: LLMGate) -> Iterator[LLMStub]:
 async def rt(
     database_url: str, encoder: Encoder, tmp_path: Path, llm: LLMStub
 ) -> AsyncIterator[Runtime]:
-    async with runtime_factory(
-        database_url,
-        encoder,
-        tmp_path / "state",
-        LLM_BASE_URL=llm.base_url,
-        LLM_MODEL="stub-model",
-        LLM_TIMEOUT_S=60,
-    ) as build:
-        runtime = build()
-        async with runtime.jobs.open_async():  # forget all queues profile refreshes
-            yield runtime
+    # a click is never batched, so race_runtime's one-turn batches change nothing here
+    async with race_runtime(
+        database_url, encoder, tmp_path / "state", llm_base_url=llm.base_url
+    ) as runtime:  # its job queue is open: forget all queues profile refreshes
+        yield runtime
 
 
 async def _held_click(

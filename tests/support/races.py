@@ -49,7 +49,8 @@ async def race_runtime(
     extraction per turn, and LLM calls that may stay held for up to a minute.
 
     Args:
-        settings: more settings by alias (e.g. MEMORY_CHAT_SUMMARY_TOKENS=1).
+        settings: more settings by alias (e.g. MEMORY_CHAT_SUMMARY_TOKENS=1; a
+            MEMORY_BATCH_MESSAGES given here replaces the default of 1).
     """
     async with runtime_factory(
         database_url,
@@ -58,8 +59,7 @@ async def race_runtime(
         LLM_BASE_URL=llm_base_url,
         LLM_MODEL="stub-model",
         LLM_TIMEOUT_S=60,
-        MEMORY_BATCH_MESSAGES=1,
-        **settings,
+        **{"MEMORY_BATCH_MESSAGES": 1, **settings},
     ) as build:
         runtime = build()
         async with runtime.jobs.open_async():
