@@ -34,8 +34,9 @@ app = typer.Typer(
 FILTER_HELP = """
 Memory service starting on {url} (ready when GET /readyz answers 200)
   API key: {key}
-Install into Open WebUI with one command (filter, /memory commands pipe, events, valves,
-then a check through Open WebUI that the filter reaches this service with the key):
+Install into Open WebUI with one command (filter, /memory commands pipe, events, the
+Remember button, valves, then a check through Open WebUI that the filter reaches this
+service with the key):
   .venv/bin/python -m service openwebui install --url http://127.0.0.1:8080 \\
       --service-url {url} --email <admin e-mail> --password <admin password>
 (--service-url is this service as Open WebUI's server reaches it; change it when Open WebUI
