@@ -16,7 +16,7 @@ Each is ranked by `service.flows.context.retrieve` (full ranking, no relevance g
 with exact scans only, then after `service.flows.owner_indexes.refresh` has built every
 owner's indexes (threshold lowered to 100 for this run; `hnsw.ef_search` = 100, the
 default). Reported: Recall@10 / @50 and MRR of both runs, and the overlap of the 50 vector
-candidates (`storage.memories.candidates`) with the exact ones (recall of the approximate
+candidates (`storage.hybrid_search.candidates`) with the exact ones (recall of the approximate
 search itself), with the number of exact fallbacks.
 
 Results: `bench/results/ann_recall.json` and `.md`.
@@ -128,7 +128,7 @@ async def _candidate_overlap(
     vectors: Mapping[str, np.ndarray],
 ) -> dict[str, Any]:
     """Overlap of the vector candidates through the indexes with the exact ones."""
-    from service.storage import memories
+    from service.storage import hybrid_search, memory_search
 
     at10, at50, fallbacks, short = [], [], 0, 0
     for pool in pools:
@@ -145,7 +145,7 @@ async def _candidate_overlap(
             raise RuntimeError(f"{pool.owner_id} has no HNSW index")
         for q in questions[pool.conversation_id]:
             async with rt.db.unit_of_work() as session:
-                fast = await memories.candidates(
+                fast = await hybrid_search.candidates(
                     session,
                     scope=scope,
                     text=q.question,
@@ -153,7 +153,7 @@ async def _candidate_overlap(
                     limit=TOP_K,
                     indexed=indexed,
                 )
-                exact = await memories.search(
+                exact = await memory_search.search(
                     session, scope=scope, query_vector=vectors[q.question], limit=TOP_K
                 )
             fallbacks += fast.exact_fallbacks

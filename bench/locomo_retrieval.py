@@ -408,7 +408,7 @@ def retrieval_function() -> tuple[Callable[..., Any], str]:
     function = getattr(context, "retrieve", None)
     if function is not None:
         return function, "service.flows.context.retrieve"
-    return _adapter_retrieve, "adapter: storage.memories.search + core.ranking.rank_candidates"
+    return _adapter_retrieve, "adapter: storage.memory_search.search + core.ranking.rank_candidates"
 
 
 async def _adapter_retrieve(
@@ -427,14 +427,16 @@ async def _adapter_retrieve(
     Without `apply_gate` the relevance threshold is 0, so a full top `limit` comes back.
     """
     from service.core import ranking
-    from service.storage import memories
+    from service.storage import memory_search
 
     params = params or rt.ranking_params()
     if not apply_gate:
         params = dataclasses.replace(params, relevance_threshold=0.0)
     vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
     async with rt.db.unit_of_work() as session:
-        candidates = await memories.search(session, scope=scope, query_vector=vector, limit=limit)
+        candidates = await memory_search.search(
+            session, scope=scope, query_vector=vector, limit=limit
+        )
     return ranking.rank_candidates(candidates, now=now, params=params)[:limit]
 
 
@@ -586,8 +588,8 @@ TUNED_CONSTANTS: tuple[tuple[str, str, str, str], ...] = (
         "0–4",
     ),
     ("keyword_weight / semantic_weight", "0.5 / 0.5", "0.3–0.7 in steps of 0.1", "0–4"),
-    ("BM25 k1 (storage.memories.BM25_K1)", "0.9", "0.6, 0.9, 1.2, 1.5, 2.0", "0–4"),
-    ("BM25 b (storage.memories.BM25_B)", "0.4", "0.3, 0.4, 0.5, 0.6, 0.75, 0.9", "0–4"),
+    ("BM25 k1 (storage.hybrid_search.BM25_K1)", "0.9", "0.6, 0.9, 1.2, 1.5, 2.0", "0–4"),
+    ("BM25 b (storage.hybrid_search.BM25_B)", "0.4", "0.3, 0.4, 0.5, 0.6, 0.75, 0.9", "0–4"),
     ("MEMORY_RELEVANCE_WEIGHT (recency 1 − w)", "0.95", "1, 0.98, 0.95, 0.9, 0.8", "0–4"),
     ("core memories", "after the relevant items (≤ 1/3)", "before them (≤ 1/3), none", "0–4"),
     ("MMR λ", "0.8 (unchanged)", "0.8, 0.9, 1", "0–4"),

@@ -18,7 +18,7 @@ from service.flows.ids import install_short_id_key
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app, retry_policy_of
 from service.llm.client import LLMClient
-from service.storage import memories, migrate
+from service.storage import hybrid_search, migrate
 from service.storage.db import Database, libpq_url, start_embedded
 
 
@@ -69,7 +69,7 @@ def server_settings(settings: Settings) -> dict[str, str]:
 
     hnsw.ef_search is the value the read path's HNSW scans use, so they need no SET.
     """
-    ef_search = memories.hnsw_ef_search(settings.ann_ef_search, settings.candidate_limit)
+    ef_search = hybrid_search.hnsw_ef_search(settings.ann_ef_search, settings.candidate_limit)
     return {"hnsw.ef_search": str(ef_search)}
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from service import observability
 from service.core.records import ReadScope
 from service.flows.runtime import Runtime
-from service.storage import memories
+from service.storage import hybrid_search
 
 
 async def gather(
@@ -17,12 +17,12 @@ async def gather(
     query: str,
     query_vector: np.ndarray,
     limit: int,
-) -> memories.CandidateSets:
+) -> hybrid_search.CandidateSets:
     """Vector and full-text candidates of one query within `scope`, in one transaction.
 
     Banks with their own indexes (`flows.owner_indexes`) are searched through them —
     HNSW with `hnsw.ef_search` = max(MEMORY_ANN_EF_SEARCH, 2 × `limit`), so approximate —
-    and every other bank exactly (`storage.memories.candidates`).
+    and every other bank exactly (`storage.hybrid_search.candidates`).
 
     Args:
         query: the message (full-text search).
@@ -37,7 +37,7 @@ async def gather(
             dimension=rt.encoder.dimension,
             ef_search=rt.settings.ann_ef_search,
         )
-        found = await memories.candidates(
+        found = await hybrid_search.candidates(
             session,
             scope=scope,
             query_vector=query_vector,

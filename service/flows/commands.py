@@ -39,7 +39,7 @@ from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
 from service.storage import imports as import_store
-from service.storage import memories, turns, user_state
+from service.storage import memories, memory_search, turns, user_state
 from service.storage import remember as remember_store
 
 LIST_LIMIT = 50
@@ -133,10 +133,10 @@ async def _search(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
         return _search_answer(chat, query, found)
     vector = await rt.encoder.encode_one(query)
     async with rt.db.unit_of_work() as session:
-        semantic = await memories.search(
+        semantic = await memory_search.search(
             session, scope=scope, query_vector=vector, limit=SEARCH_LIMIT * 2
         )
-        keyword = await memories.keyword_search(
+        keyword = await memory_search.keyword_search(
             session, scope=scope, text=query, limit=SEARCH_LIMIT * 2
         )
     fused: dict[int, tuple[float, Memory]] = {}

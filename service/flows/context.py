@@ -21,7 +21,7 @@ from service.flows import candidates, relevance
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminders_flow
 from service.flows.runtime import Runtime
-from service.storage import memories, user_state
+from service.storage import memories, memory_search, user_state
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ async def retrieve(
     similarity = None
     if params.mmr_lambda < 1.0 and len(head) > 1:
         async with rt.db.unit_of_work() as session:
-            similarity = await memories.pairwise_similarity(
+            similarity = await memory_search.pairwise_similarity(
                 session, seqs=[r.memory.seq for r in head]
             )
     return ranking.diversify(head, similarity, lambda_=params.mmr_lambda, limit=limit)

@@ -54,7 +54,7 @@ from service.flows import chat_summary, consolidation, versions
 from service.flows.runtime import Runtime
 from service.flows.turns import batch_policy, chat_from_json, pending_view
 from service.llm.client import decode_json_answer
-from service.storage import audit, memories, turns
+from service.storage import audit, memories, memory_search, turns
 from service.storage.turns import Turn, TurnStatus
 
 log = logging.getLogger(__name__)
@@ -341,7 +341,9 @@ async def _ask(
     vectors = await rt.encoder.encode([t.user_message for t in batch])
     async with rt.db.unit_of_work() as session:
         found = [
-            await memories.search(session, scope=scope.as_read_scope(), query_vector=v, limit=limit)
+            await memory_search.search(
+                session, scope=scope.as_read_scope(), query_vector=v, limit=limit
+            )
             for v in vectors
         ]
     shown = _interleave(found, limit)
@@ -621,7 +623,7 @@ async def _apply(
         log.info("extraction restated a memory forgotten meanwhile; not stored")
         observability.record_dropped_operations("forgotten_content")
         return 0
-    neighbours = await memories.search(
+    neighbours = await memory_search.search(
         session, scope=scope.as_read_scope(), query_vector=vector, limit=5
     )
     pairs = [(c.memory, c.cosine) for c in neighbours if target is None or c.memory.id != target.id]

@@ -32,7 +32,7 @@ from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Stat
 from service.errors import InvalidInput
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
-from service.storage import audit, memories
+from service.storage import audit, memories, memory_search
 from service.storage import imports as store
 
 CellFor = Callable[[ImportItem], Scope | None]
@@ -153,7 +153,7 @@ async def _fresh(
             known = [m.content for m in stored[plan.cell]] + [p.item.content for p in earlier]
             duplicate = any(same_text(plan.item.content, k) for k in known)
         else:
-            near = await memories.search(
+            near = await memory_search.search(
                 session, scope=ReadScope((plan.cell,)), query_vector=plan.vector, limit=5
             )
             pairs = [(c.memory, c.cosine) for c in near]

@@ -16,7 +16,7 @@ from service.flows import chat_summary
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
-from service.storage import audit, memories, profiles, turns, user_state
+from service.storage import audit, memories, memory_search, profiles, turns, user_state
 from service.storage import consolidation as consolidation_store
 from service.storage import imports as import_store
 from service.storage import remember as remember_store
@@ -107,8 +107,8 @@ async def list_for_user(
 async def keyword_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int) -> list[Memory]:
     """Memories containing any of the `;`-separated phrases of `text`, most relevant first."""
     async with rt.db.unit_of_work() as session:
-        found = await memories.phrase_search(
-            session, scope=scope, phrases=memories.split_phrases(text), limit=limit
+        found = await memory_search.phrase_search(
+            session, scope=scope, phrases=memory_search.split_phrases(text), limit=limit
         )
     return [c.memory for c in found]
 

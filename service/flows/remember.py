@@ -51,7 +51,7 @@ from service.errors import ExtractionOutputInvalid, LLMNotConfigured, LLMUnavail
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
-from service.storage import audit, memories, turns
+from service.storage import audit, memories, memory_search, turns
 from service.storage import imports as import_store
 from service.storage import remember as store
 
@@ -256,7 +256,7 @@ async def _extract(
     allowed = [b for b in Bank if b in scope_cells]
     vector = await rt.encoder.encode_one(content)
     async with rt.db.unit_of_work() as session:
-        near = await memories.search(
+        near = await memory_search.search(
             session,
             scope=privacy_scope(scope_cells).as_read_scope(),
             query_vector=np.asarray(vector),
@@ -318,7 +318,7 @@ async def _write(
             forgotten += 1  # forgotten while the LLM answered: the forget wins
             continue
         cell = scope_cells[fact.bank]
-        near = await memories.search(
+        near = await memory_search.search(
             session,
             scope=privacy_scope({fact.bank: cell}).as_read_scope(),
             query_vector=fact.vector,

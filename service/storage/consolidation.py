@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core.consolidation import Entry, SummaryDraft
 from service.core.records import Memory, OwnerKind, ReadScope, SourceKind, Status
-from service.storage import memories, turns
+from service.storage import memories, memory_rows, turns
 from service.storage.tables import ConsolidationRunRow, MemoryEventRow, MemoryRow
 
 __all__ = [
@@ -83,12 +83,12 @@ async def entries(session: AsyncSession, *, scope: ReadScope) -> list[Entry]:
     )
     stmt = (
         select(MemoryRow, pinned.label("pinned"))
-        .where(memories.scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
+        .where(memory_rows.scope_filter(scope), MemoryRow.status == Status.ACTIVE.value)
         .order_by(MemoryRow.created_at, MemoryRow.seq)
     )
     return [
         Entry(
-            memory=memories.to_record(row),
+            memory=memory_rows.to_record(row),
             vector=None if row.embedding is None else np.asarray(row.embedding, dtype=np.float32),
             pinned=bool(is_pinned),
         )
@@ -120,7 +120,7 @@ async def current_versions(
     stmt = (
         select(MemoryRow.id, MemoryRow.updated_at)
         .where(
-            memories.scope_filter(scope),
+            memory_rows.scope_filter(scope),
             MemoryRow.status == Status.ACTIVE.value,
             MemoryRow.id.in_(list(memory_ids)),
         )
@@ -218,7 +218,7 @@ async def summary_sources(
     listed = (
         await session.execute(
             select(MemoryRow.summary_of).where(
-                memories.scope_filter(scope), MemoryRow.id == summary_id
+                memory_rows.scope_filter(scope), MemoryRow.id == summary_id
             )
         )
     ).scalar()
@@ -227,13 +227,13 @@ async def summary_sources(
     stmt = (
         select(MemoryRow)
         .where(
-            memories.scope_filter(scope),
+            memory_rows.scope_filter(scope),
             MemoryRow.id.in_(list(listed)),
             MemoryRow.status != Status.DELETED.value,
         )
         .order_by(MemoryRow.created_at, MemoryRow.seq)
     )
-    return [memories.to_record(r) for r in (await session.execute(stmt)).scalars()]
+    return [memory_rows.to_record(r) for r in (await session.execute(stmt)).scalars()]
 
 
 async def summaries_containing(
@@ -248,13 +248,13 @@ async def summaries_containing(
     stmt = (
         select(MemoryRow)
         .where(
-            memories.scope_filter(scope),
+            memory_rows.scope_filter(scope),
             any_(MemoryRow.summary_of) == memory_id,
             MemoryRow.status != Status.DELETED.value,
         )
         .order_by(MemoryRow.seq)
     )
-    return [memories.to_record(r) for r in (await session.execute(stmt)).scalars()]
+    return [memory_rows.to_record(r) for r in (await session.execute(stmt)).scalars()]
 
 
 async def owner_of(session: AsyncSession, *, memory_id: uuid.UUID) -> tuple[OwnerKind, str] | None:
@@ -287,7 +287,7 @@ async def restore_sources(
     stmt = (
         update(MemoryRow)
         .where(
-            memories.scope_filter(scope),
+            memory_rows.scope_filter(scope),
             MemoryRow.superseded_by == summary_id,
             MemoryRow.status == Status.ARCHIVED.value,
         )
@@ -309,7 +309,7 @@ async def restore_sources(
             .order_by(MemoryRow.created_at, MemoryRow.seq)
         )
     ).scalars()
-    return [memories.to_record(r) for r in rows]
+    return [memory_rows.to_record(r) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)

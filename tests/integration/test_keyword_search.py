@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
-from service.storage import memories
+from service.storage import memories, memory_search
 from service.storage.db import Database
 
 FACTS = [
@@ -60,14 +60,14 @@ async def test_keyword_search_matches_words_stems_ids_and_other_languages(
 ) -> None:
     scope = ReadScope((Scope(OwnerKind.USER, "kw", Bank.PERSONAL),))
     async with db.unit_of_work() as session:
-        found = await memories.keyword_search(session, scope=scope, text=query, limit=5)
+        found = await memory_search.keyword_search(session, scope=scope, text=query, limit=5)
     assert [c.memory.content for c in found] == expected
 
 
 async def test_keyword_search_stays_inside_the_scope(db: Database) -> None:
     scope = ReadScope((Scope(OwnerKind.USER, "someone-else", Bank.PERSONAL),))
     async with db.unit_of_work() as session:
-        assert await memories.keyword_search(session, scope=scope, text="bike", limit=5) == []
+        assert await memory_search.keyword_search(session, scope=scope, text="bike", limit=5) == []
 
 
 @pytest.mark.parametrize(
@@ -85,8 +85,8 @@ async def test_phrase_search_ors_phrases_and_never_fails_on_odd_characters(
 ) -> None:
     scope = ReadScope((Scope(OwnerKind.USER, "kw", Bank.PERSONAL),))
     async with db.unit_of_work() as session:
-        found = await memories.phrase_search(
-            session, scope=scope, phrases=memories.split_phrases(text), limit=10
+        found = await memory_search.phrase_search(
+            session, scope=scope, phrases=memory_search.split_phrases(text), limit=10
         )
     assert sorted(c.memory.content for c in found) == sorted(expected)
 

@@ -20,7 +20,7 @@ from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
 from service.embeddings.encoder import Encoder
 from service.flows import owner_indexes
 from service.flows.runtime import Runtime
-from service.storage import memories
+from service.storage import hybrid_search, memories
 from service.storage import owner_indexes as catalog
 from testkit.live_service import LiveService
 from testkit.waiting import wait_until
@@ -125,16 +125,16 @@ async def search_both_ways(
     scope: ReadScope,
     question: str,
     limit: int,
-) -> tuple[memories.CandidateSets, memories.CandidateSets]:
+) -> tuple[hybrid_search.CandidateSets, hybrid_search.CandidateSets]:
     """(through the per-owner indexes, exact scans only) for one question."""
     vector = await rt.encoder.encode_one(question)
     indexed = await indexed_cells(rt, scope)
     async with rt.db.unit_of_work() as session:
-        fast = await memories.candidates(
+        fast = await hybrid_search.candidates(
             session, scope=scope, query_vector=vector, text=question, limit=limit, indexed=indexed
         )
     async with rt.db.unit_of_work() as session:
-        exact = await memories.candidates(
+        exact = await hybrid_search.candidates(
             session, scope=scope, query_vector=vector, text=question, limit=limit
         )
     return fast, exact
@@ -164,7 +164,7 @@ async def plan_of(rt: Runtime, scope: ReadScope, question: str, limit: int) -> s
     event.listen(engine, "after_cursor_execute", collect)
     try:
         async with rt.db.unit_of_work() as session:
-            await memories.candidates(
+            await hybrid_search.candidates(
                 session,
                 scope=scope,
                 query_vector=vector,

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text as sa_text
 
 from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
-from service.storage import memories
+from service.storage import hybrid_search, memories, memory_search
 from service.storage.db import Database
 
 
@@ -57,8 +57,8 @@ async def test_search_returns_min_of_limit_and_owner_rows_exactly(db: Database) 
     scope = ReadScope((Scope(OwnerKind.USER, "alice", Bank.PERSONAL),))
     query = _unit(rng)
     async with db.unit_of_work() as session:
-        top = await memories.search(session, scope=scope, query_vector=query, limit=50)
-        small = await memories.search(
+        top = await memory_search.search(session, scope=scope, query_vector=query, limit=50)
+        small = await memory_search.search(
             session,
             scope=ReadScope((Scope(OwnerKind.USER, "alice", Bank.PERSONAL),)),
             query_vector=query,
@@ -77,11 +77,13 @@ async def test_empty_scope_and_empty_store_return_nothing(db: Database) -> None:
     rng = np.random.default_rng(1)
     async with db.unit_of_work() as session:
         assert (
-            await memories.search(session, scope=ReadScope(), query_vector=_unit(rng), limit=50)
+            await memory_search.search(
+                session, scope=ReadScope(), query_vector=_unit(rng), limit=50
+            )
             == []
         )
         assert (
-            await memories.search(
+            await memory_search.search(
                 session,
                 scope=ReadScope((Scope(OwnerKind.USER, "nobody", Bank.PERSONAL),)),
                 query_vector=_unit(rng),
@@ -97,7 +99,7 @@ async def test_scope_filter_separates_banks_of_one_owner(db: Database) -> None:
     await _seed(db, owner="carol", n=4, rng=rng, bank=Bank.INTERACTION)
     scope = ReadScope((Scope(OwnerKind.USER, "carol", Bank.INTERACTION),))
     async with db.unit_of_work() as session:
-        found = await memories.search(session, scope=scope, query_vector=_unit(rng), limit=50)
+        found = await memory_search.search(session, scope=scope, query_vector=_unit(rng), limit=50)
     assert len(found) == 4
     assert {c.memory.bank for c in found} == {Bank.INTERACTION}
 
@@ -126,7 +128,7 @@ async def test_pairwise_similarity_is_the_cosine_of_the_stored_vectors(db: Datab
         ]
         # any order of seqs; the fifth memory has no vector yet
         order = [stored[i].seq for i in (3, 0, 5, 4, 1, 2)]
-        matrix = await memories.pairwise_similarity(session, seqs=order)
+        matrix = await memory_search.pairwise_similarity(session, seqs=order)
     expected = np.array(
         [[float(vectors[a] @ vectors[b]) for b in (3, 0, 5, 4, 1, 2)] for a in (3, 0, 5, 4, 1, 2)]
     )
@@ -207,14 +209,14 @@ async def test_candidates_are_the_nearest_and_the_best_by_okapi_bm25_over_the_sc
     )
     query, text = _unit(rng), "bikes in Kyoto?"
     async with db.unit_of_work() as session:
-        both = await memories.candidates(
+        both = await hybrid_search.candidates(
             session, scope=scope, query_vector=query, text=text, limit=30
         )
-        semantic = await memories.search(session, scope=scope, query_vector=query, limit=30)
-        keyword = await memories.keyword_search(
+        semantic = await memory_search.search(session, scope=scope, query_vector=query, limit=30)
+        keyword = await memory_search.keyword_search(
             session, scope=scope, text=text, limit=30, query_vector=query
         )
-        vector_only = await memories.candidates(
+        vector_only = await hybrid_search.candidates(
             session, scope=scope, query_vector=query, text="  ", limit=30
         )
         lexemes = (

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text as sa_text
 
 from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind, Status
-from service.storage import memories, term_stats
+from service.storage import hybrid_search, memories, term_stats
 from service.storage.db import Database
 
 CELLS = (("ana", Bank.PERSONAL), ("ana", Bank.INTERACTION), ("ben", Bank.PERSONAL))
@@ -224,7 +224,7 @@ async def test_a_writer_holding_a_memory_lock_and_one_writing_the_bank_do_not_de
 async def _bm25_of(db: Database, scope: ReadScope) -> dict[uuid.UUID, float]:
     """id → BM25 of the full-text candidates for "tea" (every memory of dora matches)."""
     async with db.unit_of_work() as session:
-        found = await memories.candidates(
+        found = await hybrid_search.candidates(
             session,
             scope=scope,
             query_vector=_unit(np.random.default_rng(1)),
