@@ -299,7 +299,20 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
         rows = await memories.export_rows(session, scope=own)
     reminders = [] if assistant else await reminder_flow.list_for_user(rt, user_id=chat.user_id)
     if not rows and not reminders:
-        return "There is nothing to forget."
+        # nothing stored yet, but what the user said may still wait to be read: it goes,
+        # or it would be remembered right after "forget all" (no code: nothing stored is lost)
+        async with rt.db.unit_of_work() as session:
+            waiting = await turns.discard(session, user_id=chat.user_id)
+            await import_store.discard_pending(session, user_id=chat.user_id)
+            await remember_store.discard(session, reason="forget_all", user_id=chat.user_id)
+        if not waiting:
+            return "There is nothing to forget."
+        said = text.counted(waiting, "message", "messages")
+        return (
+            f"No memory was stored yet. The {said} not yet read for memories "
+            f"{'was' if waiting == 1 else 'were'} discarded, so nothing from "
+            f"{'it' if waiting == 1 else 'them'} will be remembered."
+        )
     expected = _confirmation_code(
         rt, chat.user_id, [m.seq for m in rows] + [-r.seq for r in reminders]
     )

@@ -374,3 +374,37 @@ async def test_forget_all_also_forgets_what_was_said_but_not_extracted_yet(
             ("discarded", False)
         ]
         assert _extraction_requests(llm) == []
+
+
+async def test_forget_all_with_nothing_stored_yet_forgets_what_is_still_waiting(
+    service_factory,
+    db_conn: psycopg.AsyncConnection,  # type: ignore[no-untyped-def]
+) -> None:
+    """A new user states facts and runs `/memory forget all` before the batch is read: no
+    memory exists yet, but nothing of what they said may be remembered later."""
+    with LLMStub(responder=by_message(RULES)) as llm:
+        live = service_factory(
+            LLM_BASE_URL=llm.base_url,
+            LLM_MODEL="m",
+            MEMORY_BATCH_MESSAGES="5",
+            MEMORY_BATCH_QUIET_S="3600",
+        )
+        assert _post(live, FACTS[0][0], "w1")["detail"] == LATER
+        assert _post(live, FACTS[1][0], "w2")["detail"] == LATER
+        done = live.client.post(
+            "/v1/commands", json={"chat": CHAT, "command": "/memory forget all"}
+        ).json()["text"]
+        assert done == (
+            "No memory was stored yet. The 2 messages not yet read for memories were "
+            "discarded, so nothing from them will be remembered."
+        )
+        assert await _rows(db_conn, "SELECT status, payload ? 'texts' FROM turns") == [
+            ("discarded", False),
+            ("discarded", False),
+        ]
+        assert _extraction_requests(llm) == []
+        assert live.client.get("/v1/users/ana/memories").json()["items"] == []
+        again = live.client.post(
+            "/v1/commands", json={"chat": CHAT, "command": "/memory forget all"}
+        ).json()["text"]
+        assert again == "There is nothing to forget."
