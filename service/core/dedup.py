@@ -123,6 +123,29 @@ def _has_negation(text: str) -> bool:
     return _NEGATION.search(unicodedata.normalize("NFC", text)) is not None
 
 
+def words(text: str) -> set[str]:
+    """The distinct words of `text` as `disagree` compares them: case-folded, NFC, number
+    words as digits."""
+    return set(_words(text))
+
+
+def distinguishing_words(text: str) -> set[str]:
+    """Words of `text` (as `words` gives them) that make a different fact when only one of
+    two texts has them: those holding a digit, month and weekday names, and the words
+    capitalized inside the sentence (names, places, brands)."""
+    names = _names(text)
+    return {
+        word
+        for word in _words(text)
+        if any(ch.isdigit() for ch in word) or word in _DATE_WORDS or word in names
+    }
+
+
+def has_negation(text: str) -> bool:
+    """True when `text` holds a negation marker (`_NEGATION`)."""
+    return _has_negation(text)
+
+
 def disagree(a: str, b: str) -> bool:
     """True when two facts differ in a number, a date, a name or a negation (DESIGN §5.4).
 

@@ -28,7 +28,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service import observability
-from service.core import batching, dedup, identity, limits, privacy, safety
+from service.core import batching, dedup, forget_guard, identity, limits, privacy, safety
 from service.core import reminders as reminder_policy
 from service.core.extraction import (
     REPAIR_PROMPT,
@@ -54,7 +54,7 @@ from service.flows import chat_summary, consolidation, versions
 from service.flows.runtime import Runtime
 from service.flows.turns import batch_policy, chat_from_json, pending_view
 from service.llm.client import decode_json_answer
-from service.storage import audit, memories, memory_search, turns
+from service.storage import audit, forget_guards, installation, memories, memory_search, turns
 from service.storage.turns import Turn, TurnStatus
 
 log = logging.getLogger(__name__)
@@ -280,6 +280,10 @@ async def _extract_batch(
             log.info("turns %s were closed while the LLM answered; answer dropped", ids)
             observability.record_dropped_operations("turn_closed", len(asked.parsed.operations))
             return _CLOSED
+        # what single forgets since these turns were accepted left them (a forget locks
+        # the turn rows too, so it came before the lock above or waits for this commit)
+        guards = await forget_guards.for_turns(session, turn_ids=sorted(still_queued))
+        key = await installation.secret(session, forget_guard.SECRET_NAME) if guards else b""
         states = await memories.lock_rows(session, memory_ids=[m.id for m in asked.refs.values()])
         per_turn = await _apply_answer(
             rt,
@@ -290,6 +294,12 @@ async def _extract_batch(
             states=states,
             open_turns=[t.id in still_queued for t in batch],
             message_ids=[t.user_message_id for t in batch],
+            gone=_Gone(
+                rt,
+                [m for m in asked.refs.values() if _forgotten(m, states)],
+                guards=[guards.get(t.id, []) for t in batch],
+                key=key,
+            ),
         )
         for turn, count in zip(batch, per_turn, strict=True):
             if turn.id in still_queued:
@@ -382,6 +392,7 @@ async def _apply_answer(
     states: dict[uuid.UUID, memories.RowState],
     open_turns: Sequence[bool],
     message_ids: Sequence[str],
+    gone: _Gone,
 ) -> list[int]:
     """Apply the answer's operations (inside the write transaction); memories written per
     turn.
@@ -392,7 +403,6 @@ async def _apply_answer(
     """
     batch_size = len(message_ids)
     written = [0] * batch_size
-    gone = _Gone(rt, [m for m in asked.refs.values() if _forgotten(m, states)])
     restated: dict[uuid.UUID, int] = {}
     ordered = sorted(asked.parsed.operations, key=lambda op: op.op is OpKind.DELETE)
     for op in ordered:
@@ -461,15 +471,38 @@ def _as_shown(memory: Memory, states: dict[uuid.UUID, memories.RowState]) -> boo
 
 
 class _Gone:
-    """Shown memories forgotten while the LLM answered: their text is not written again."""
+    """Forgotten memories whose text is not written again: the shown ones forgotten while
+    the LLM answered, and for each turn of the batch the guards that single forgets since
+    it was accepted left it (`core.forget_guard`)."""
 
-    def __init__(self, rt: Runtime, forgotten: list[Memory]) -> None:
+    def __init__(
+        self,
+        rt: Runtime,
+        forgotten: list[Memory],
+        *,
+        guards: Sequence[Sequence[forget_guards.Guard]] = (),
+        key: bytes = b"",
+    ) -> None:
         self._rt = rt
         self._forgotten = forgotten
         self._vectors: np.ndarray | None = None
+        self._guards = guards
+        self._key = key
 
-    async def repeats(self, content: str, vector: np.ndarray) -> bool:
-        """Does `content` restate one of them (the dedup thresholds)?"""
+    async def repeats(self, content: str, vector: np.ndarray, index: int) -> bool:
+        """Does `content`, a fact of the batch's message `index`, restate one of them (the
+        dedup thresholds)?"""
+        if index < len(self._guards) and any(
+            forget_guard.restates(
+                content,
+                0.0 if guard.vector is None else float(np.dot(vector, guard.vector)),
+                guard.fingerprint,
+                self._key,
+                cosine_threshold=self._rt.settings.dedup_cosine,
+            )
+            for guard in self._guards[index]
+        ):
+            return True
         if not self._forgotten:
             return False
         if self._vectors is None:
@@ -619,7 +652,7 @@ async def _apply(
     if target is not None and guard.changed(target):
         return 0
     vector = await rt.encoder.encode_one(content)
-    if await guard.gone.repeats(content, np.asarray(vector)):
+    if await guard.gone.repeats(content, np.asarray(vector), guard.index):
         log.info("extraction restated a memory forgotten meanwhile; not stored")
         observability.record_dropped_operations("forgotten_content")
         return 0

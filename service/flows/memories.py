@@ -9,14 +9,23 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from service.core import assistants, limits, safety
+from service.core import assistants, forget_guard, limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import chat_summary
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
-from service.storage import audit, memories, memory_search, profiles, turns, user_state
+from service.storage import (
+    audit,
+    forget_guards,
+    installation,
+    memories,
+    memory_search,
+    profiles,
+    turns,
+    user_state,
+)
 from service.storage import consolidation as consolidation_store
 from service.storage import imports as import_store
 from service.storage import remember as remember_store
@@ -429,6 +438,12 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         )
         if found is None:
             raise MemoryNotFound(f"no memory {memory_id} for this user")
+        # Turns accepted before this forget and not extracted yet were never shown it, yet
+        # may say it again: they get guards below. Their rows are locked first, before any
+        # memory row (restored sources, the chain), in the order every writer takes them.
+        waiting = await forget_guards.lock_open_turns(
+            session, owners=[(found.owner_kind, found.owner_id)]
+        )
         chain = await memories.history_chain(session, memory_id=memory_id)
         versions = [
             m
@@ -455,6 +470,13 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
                 )
                 chain.append(summary.id)
         chain = list(dict.fromkeys(chain))
+        if waiting:  # each gets the fingerprints of the memory and its earlier versions
+            key = await installation.secret(session, forget_guard.SECRET_NAME)
+            await forget_guards.add(
+                session,
+                turn_ids=waiting,
+                memories=[(v.id, forget_guard.fingerprint(v.content, key)) for v in versions],
+            )
         # Row locks in ascending seq, as every writer takes them (an extraction applying an
         # answer locks its shown memories the same way): whichever commits second sees the
         # other's change. An operation decided on one of these rows is then dropped.

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Computed,
     DateTime,
     Float,
+    ForeignKey,
     Identity,
     Index,
     Integer,
@@ -296,6 +297,26 @@ class RememberRequestRow(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     #: why it must write nothing: "forget_all", "chat_deleted", "user_deleted"; NULL = still wanted
     discarded: Mapped[str | None] = mapped_column(String(32))
+
+
+class ForgetGuardRow(Base):
+    """A forgotten memory's vector and fingerprint (keyed digests, no text) for one turn
+    accepted before the forget (migration 0015); deleted when the turn is done or discarded."""
+
+    __tablename__ = "forget_guards"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    turn_id: Mapped[int] = mapped_column(
+        BigInteger,
+        ForeignKey("turns.id", name="fk_forget_guards_turn_id", ondelete="CASCADE"),
+        index=True,
+    )
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    #: service.core.forget_guard.Fingerprint.to_json
+    fingerprint: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=text("now()")
+    )
 
 
 class TermCellRow(Base):
