@@ -259,13 +259,18 @@ async def run(args: argparse.Namespace) -> str:
                 # 3. plain, back to back as in bench.latency_scale (a call's background write
                 # overlaps the next call)
                 plain: list[float] = []
+                cpu_started = time.process_time()
                 for message in messages:
                     started = time.perf_counter()
                     await call(message)
                     plain.append((time.perf_counter() - started) * 1000.0)
+                await _use_records_written(context)
+                # this process's CPU (all its threads), not PostgreSQL's: less load-dependent
+                cpu_ms = (time.process_time() - cpu_started) * 1000.0 / len(messages)
                 out.append(
                     f"warm build_context, {len(plain)} calls back to back, no timers: "
-                    f"{latency_scale.percentiles(plain)}, load avg {os.getloadavg()[0]:.2f}"
+                    f"{latency_scale.percentiles(plain)}, load avg {os.getloadavg()[0]:.2f}; "
+                    f"service CPU {cpu_ms:.2f} ms per call"
                 )
                 out.append(
                     f"warm build_context with phase timers, each call's write awaited: "
