@@ -29,7 +29,11 @@ async def gather(
         query_vector: (dimension,) float32 embedding of `query` by the loaded model.
         limit: candidates per list.
     """
-    async with rt.db.unit_of_work() as session:
+    # with the pool's connections already at the HNSW scans' ef_search (bootstrap), the one
+    # read needs no transaction: autocommit saves the BEGIN and COMMIT round trips
+    ef_search = str(hybrid_search.hnsw_ef_search(rt.settings.ann_ef_search, limit))
+    preset = rt.db.server_settings.get("hnsw.ef_search") == ef_search
+    async with rt.db.reads() if preset else rt.db.unit_of_work() as session:
         indexed = await rt.owner_indexes.cells(
             session,
             scope,

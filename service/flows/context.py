@@ -243,7 +243,7 @@ async def _profile_or_core(
     An assistant with its own memory never gets the profile (it is written from Personal
     and Interaction Patterns): its core memories are the best of its own memory.
     """
-    async with rt.db.unit_of_work() as session:
+    async with rt.db.reads() as session:  # two reads: no transaction needed
         if privacy.uses_profile(chat):
             profile = await profile_flow.read_profile(
                 rt, session, user_id=chat.user_id, collaborative=chat.collaborative

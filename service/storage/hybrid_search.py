@@ -36,7 +36,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import text as sa_text
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from service.core.records import (
     Candidate,
@@ -60,6 +60,11 @@ class CandidateSets:
 
 HNSW_MAX_EF_SEARCH = 1_000
 """pgvector's upper bound of `hnsw.ef_search`."""
+
+
+def _autocommit(connection: AsyncConnection) -> bool:
+    sync = connection.sync_connection
+    return sync is not None and sync.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
 
 
 def hnsw_ef_search(floor: int, limit: int) -> int:
@@ -126,8 +131,12 @@ async def candidates(
             }
     if ann:
         ef_search = str(hnsw_ef_search(indexed.ef_search, limit))
-        started_with = (await session.connection()).info.get("server_settings", {})
+        connection = await session.connection()
+        started_with = connection.info.get("server_settings", {})
         if started_with.get("hnsw.ef_search") != ef_search:  # else one round trip saved
+            if _autocommit(connection):
+                # the setting would end with its own statement (see db.Database.reads)
+                raise RuntimeError("the HNSW scan needs hnsw.ef_search set in a transaction")
             await session.execute(select(func.set_config("hnsw.ef_search", ef_search, True)))
     rows = (await session.execute(_candidates_statement(shape), params)).all()
 

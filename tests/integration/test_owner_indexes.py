@@ -18,6 +18,7 @@ from sqlalchemy import text as sql
 
 from service.core.records import Bank, OwnerKind, ReadScope, Scope, SourceKind
 from service.embeddings.encoder import Encoder
+from service.flows import candidates as candidates_flow
 from service.flows import owner_indexes
 from service.flows.runtime import Runtime
 from service.storage import hybrid_search, memories
@@ -334,6 +335,46 @@ async def test_hnsw_ef_search_is_set_only_when_the_connection_lacks_it(runtime) 
         assert seqs_of(fast.semantic) == seqs_of(exact.semantic)
     async with rt.db.unit_of_work() as session:  # the raised value lasted one transaction
         assert (await session.execute(sql("SHOW hnsw.ef_search"))).scalar_one() == "100"
+
+
+async def test_the_inlets_candidates_read_runs_outside_a_transaction_only_when_it_sets_nothing(
+    runtime,  # type: ignore[no-untyped-def]
+) -> None:
+    rt = runtime(MEMORY_ANN_MIN_MEMORIES=300)  # connections start with ef_search 100
+    await store(rt, ALICE, facts(400))
+    await owner_indexes.refresh(rt)
+    scope = ReadScope((ALICE,))
+    vector = await rt.encoder.encode_one(QUESTIONS[0])
+    async with rt.db.reads() as session:  # autocommit: each statement its own transaction
+        first, second = [
+            (await session.execute(sql("SELECT txid_current()"))).scalar_one() for _ in range(2)
+        ]
+    assert second == first + 1
+    async with rt.db.unit_of_work() as session:
+        first, second = [
+            (await session.execute(sql("SELECT txid_current()"))).scalar_one() for _ in range(2)
+        ]
+    assert second == first
+    # 2 × 60 = 120 must be SET LOCAL: refused outside a transaction, where it would not last
+    indexed = await indexed_cells(rt, scope)
+    async with rt.db.reads() as session:
+        with pytest.raises(RuntimeError, match="in a transaction"):
+            await hybrid_search.candidates(
+                session,
+                scope=scope,
+                query_vector=vector,
+                text=QUESTIONS[0],
+                limit=60,
+                indexed=indexed,
+            )
+    # the read path's own call picks the transaction for it, and finds what the exact scan finds
+    for limit in (50, 60):
+        fast = await candidates_flow.gather(
+            rt, scope=scope, query=QUESTIONS[0], query_vector=vector, limit=limit
+        )
+        _, exact = await search_both_ways(rt, scope, QUESTIONS[0], limit)
+        assert seqs_of(fast.semantic) == seqs_of(exact.semantic)
+        assert len(fast.semantic) == limit
 
 
 async def test_index_short_of_rows_falls_back_to_the_exact_scan(runtime) -> None:  # type: ignore[no-untyped-def]
