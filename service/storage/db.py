@@ -138,6 +138,10 @@ _TEXT_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, psycopg.pq.Format.T
 _BINARY_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, psycopg.pq.Format.BINARY)
 
 
+_UNSTORABLE = "a value cannot be stored: text with a NUL character, or a number out of range"
+"""The sentence of a DataError (PostgreSQL refused a value) in a read or a write."""
+
+
 class _ClampedTimestamptzLoader(Loader):
     """timestamptz → datetime; a value Python cannot hold (1 BC, year 20000) reads as the
     nearest one it can, so one odd row never makes a user's memory unreadable.
@@ -233,9 +237,7 @@ class Database:
                 await session.commit()
             except DataError as exc:
                 await session.rollback()
-                raise InvalidInput(
-                    "a value cannot be stored: text with a NUL character, or a number out of range"
-                ) from exc
+                raise InvalidInput(_UNSTORABLE) from exc
             except (OperationalError, InterfaceError) as exc:
                 with contextlib.suppress(Exception):  # the connection may be gone already
                     await session.rollback()
@@ -256,6 +258,8 @@ class Database:
         a setting would end with its own statement.
 
         Raises:
+            InvalidInput: a value PostgreSQL cannot hold (a NUL character, a number out of
+                range), as `unit_of_work` raises it.
             DatabaseUnavailable: PostgreSQL cannot be reached.
         """
         try:
@@ -263,6 +267,8 @@ class Database:
                 await conn.execution_options(isolation_level="AUTOCOMMIT")
                 async with AsyncSession(bind=conn, expire_on_commit=False) as session:
                     yield session
+        except DataError as exc:
+            raise InvalidInput(_UNSTORABLE) from exc
         except (OperationalError, InterfaceError) as exc:
             raise DatabaseUnavailable(f"PostgreSQL is not reachable: {exc.orig or exc}") from exc
 

@@ -122,3 +122,16 @@ async def test_forget_removes_content_everywhere_and_keeps_a_tombstone(
         await db_conn.execute("SELECT action FROM memory_events ORDER BY id")
     ).fetchall()
     assert actions == [("create",), ("forget",)]
+
+
+def test_a_nul_character_in_a_read_gets_400_with_a_sentence(service: LiveService) -> None:
+    """PostgreSQL text cannot hold NUL: the inlet's read-only steps (run without a
+    transaction) and the searches answer 400 with a sentence, never 500."""
+    sentence = "a value cannot be stored: text with a NUL character, or a number out of range"
+    service.client.post("/v1/users/u1/memories", json={"content": "User plays the oboe"})
+    for method, path, body in [
+        ("POST", "/v1/context", {"chat": CHAT, "message": "oboe\x00 lessons"}),
+        ("GET", "/v1/users/u1/memories/search?q=oboe%00", None),
+    ]:
+        answer = service.client.request(method, path, json=body)
+        assert (answer.status_code, answer.json()) == (400, {"detail": sentence}), path
