@@ -119,7 +119,8 @@ def _names(text: str) -> set[str]:
     return {w.casefold() for w in found[1:] if w[0].isupper()}
 
 
-def _has_negation(text: str) -> bool:
+def has_negation(text: str) -> bool:
+    """True when `text` holds a negation marker (`_NEGATION`)."""
     return _NEGATION.search(unicodedata.normalize("NFC", text)) is not None
 
 
@@ -141,11 +142,6 @@ def distinguishing_words(text: str) -> set[str]:
     }
 
 
-def has_negation(text: str) -> bool:
-    """True when `text` holds a negation marker (`_NEGATION`)."""
-    return _has_negation(text)
-
-
 def disagree(a: str, b: str) -> bool:
     """True when two facts differ in a number, a date, a name or a negation (DESIGN §5.4).
 
@@ -153,7 +149,7 @@ def disagree(a: str, b: str) -> bool:
     dates, "4th"), a month or weekday name, or a word capitalized inside either sentence;
     and a negation in one text but not the other.
     """
-    if _has_negation(a) != _has_negation(b):
+    if has_negation(a) != has_negation(b):
         return True
     differing = set(_words(a)) ^ set(_words(b))
     if not differing:
