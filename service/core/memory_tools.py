@@ -120,6 +120,11 @@ def add_refused_text(chat: ChatContext, bank: Bank | None) -> str:
     return "Not remembered: this chat may not store memories."
 
 
+def unknown_bank_text(reason: str) -> str:
+    """`reason` is Bank.parse's sentence, which names the valid banks."""
+    return f"Not remembered: {reason}; or leave the bank out."
+
+
 def added_text(memory: Memory) -> str:
     return f"Remembered in {memory.bank.label} as {text.short_id(memory)}: {memory.content}"
 

@@ -189,9 +189,7 @@ async def test_add_in_a_shared_chat_never_writes_personal_memory(
 async def test_add_respects_a_paused_memory(
     service: LiveService, db_conn: psycopg.AsyncConnection
 ) -> None:
-    paused = service.client.post(
-        "/v1/commands", json={"chat": PRIVATE, "command": "/memory pause"}
-    )
+    paused = service.client.post("/v1/commands", json={"chat": PRIVATE, "command": "/memory pause"})
     assert paused.status_code == 200, paused.text
 
     answer = _tool(service, "add", PRIVATE, content="User keeps bees")
@@ -241,10 +239,19 @@ async def test_forget_cannot_reach_another_users_memory_nor_personal_in_a_shared
     assert await _rows(db_conn) == [("u1", "personal", "User keeps bees in the garden", "active")]
 
 
+async def test_an_unknown_bank_is_answered_with_the_valid_names(
+    service: LiveService, db_conn: psycopg.AsyncConnection
+) -> None:
+    answer = _tool(service, "add", PRIVATE, content="User keeps bees", bank="diary")
+
+    assert answer["status"] == "refused"
+    assert answer["text"].startswith("Not remembered: unknown bank 'diary'")
+    assert "interaction_patterns" in answer["text"]
+    assert await _rows(db_conn) == []
+
+
 def test_bad_input_gets_422_with_the_field(service: LiveService) -> None:
-    answer = service.client.post(
-        "/v1/tools/add", json={"chat": PRIVATE, "content": "x", "bank": "diary"}
-    )
+    answer = service.client.post("/v1/tools/search", json={"chat": PRIVATE, "query": ""})
 
     assert answer.status_code == 422
-    assert "bank" in answer.text
+    assert "query" in answer.text

@@ -38,8 +38,12 @@ class AddRequest(BaseModel):
     chat: ChatContextIn
     # longer than a memory may hold on purpose: the answer says why it was not stored
     content: str = Field(min_length=1, max_length=4 * MAX_FACT_CHARS)
-    bank: Bank | None = Field(
-        default=None, description="null: this chat's default (as `/memory add`)"
+    # a name the model typed: an unknown one is answered (`refused`, with the valid names)
+    bank: str | None = Field(
+        default=None,
+        max_length=64,
+        description="personal, interaction_patterns, project, chat or assistant; null or "
+        "empty: this chat's default (as `/memory add`)",
     )
 
 
@@ -99,8 +103,14 @@ async def add(body: AddRequest, rt: RuntimeDep) -> ToolResponse:
     """Keep one fact for `chat.user_id` where this chat's extraction may write: `added`,
     `duplicate` (already known), `refused` (an instruction, only a secret, too long) or
     `not_allowed` (a temporary chat, Personal in a shared chat, memory paused)."""
+    bank = None
+    if body.bank and body.bank.strip():
+        try:
+            bank = Bank.parse(body.bank)
+        except ValueError as exc:
+            return _response(ToolResult("refused", policy.unknown_bank_text(str(exc))))
     return _response(
-        await flow.add(rt, chat=body.chat.to_record(), content=body.content, bank=body.bank)
+        await flow.add(rt, chat=body.chat.to_record(), content=body.content, bank=bank)
     )
 
 
