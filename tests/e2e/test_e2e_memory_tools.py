@@ -80,9 +80,12 @@ def tools_model(stack: Stack) -> Iterator[None]:
 
 def _turn(client: OpenWebUIClient, thread: Thread, text: str) -> tuple[str, list[str]]:
     """One streamed turn with the Memory Tools switched on, as the chat input sends it when
-    the model offers them (`tool_ids`); (the reply, its status lines)."""
+    the model offers them (`tool_ids`); (the reply from `TOOL-SAID` on, its status lines).
+
+    The stored reply may start with Open WebUI's own account of the tool call."""
     turn = client.send(thread, text, stream=True, extra={"tool_ids": [TOOLS_ID]})
-    return turn.reply, status_lines(turn.stored)
+    said = turn.reply[turn.reply.rfind("TOOL-SAID") :] if "TOOL-SAID" in turn.reply else turn.reply
+    return said.strip(), status_lines(turn.stored)
 
 
 def _memories(stack: Stack, user_id: str) -> list[tuple[str, str]]:
