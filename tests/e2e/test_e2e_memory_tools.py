@@ -9,6 +9,8 @@ so the reply shows exactly what the model read.
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +19,8 @@ import pytest
 
 from testkit.llm_stub import DEFAULT_REPLY, MODEL_ID, StubReply
 from tests.e2e.conftest import Stack
-from tests.e2e.harness import OpenWebUIClient, Thread, status_lines, wait_until
+from tests.e2e.harness import ARTIFACTS, REPO, OpenWebUIClient, Thread, status_lines, wait_until
+from tests.e2e.test_e2e_commands import _run_browser
 
 pytestmark = pytest.mark.e2e
 
@@ -190,3 +193,33 @@ def test_a_temporary_chat_stores_nothing_through_the_tools(stack: Stack) -> None
         "Not remembered: nothing is stored from a temporary chat."
     ]
     assert _memories(stack, a.id) == []
+
+
+@pytest.mark.usefixtures("tools_model")
+def test_a_model_offering_the_tools_uses_them_from_the_browser(stack: Stack) -> None:
+    # The admin's `--tools-model` put the tool in the model's tools; the chat input starts
+    # with it switched on, so the browser sends it with the first message.
+    a = stack.users["a"]
+    stack.forget_memories(a.id)
+    mark = stack.model_log.mark()
+
+    report = _run_browser(
+        stack,
+        a.email,
+        [
+            {
+                "text": "Remember: I keep two beehives on the roof",
+                "expect_lines": ["TOOL-SAID Remembered in Personal as"],
+            }
+        ],
+        str(ARTIFACTS / "memory-tools.png"),
+    )
+
+    (reply,) = report["replies"]
+    stored = stack.client("a").read_chat(report["chat_id"])["chat"]["history"]["messages"]
+    first = next(stack.model_log.iter_chat(mark))
+    assert "memory_add" in {t["function"]["name"] for t in first.get("tools") or []}
+    assert f"Remembered: {PERSONAL}" in status_lines(stored[reply["id"]])
+    assert _memories(stack, a.id) == [("personal", PERSONAL)]
+    if os.environ.get("E2E_UPDATE_README_SCREENSHOT"):  # ids and dates differ on every run
+        shutil.copyfile(ARTIFACTS / "memory-tools.png", REPO / "docs" / "img" / "memory-tools.png")
