@@ -255,3 +255,20 @@ def test_bad_input_gets_422_with_the_field(service: LiveService) -> None:
 
     assert answer.status_code == 422
     assert "query" in answer.text
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [
+        ("search", {"query": "bees\x00"}),
+        ("add", {"content": "User keeps bees\x00"}),
+        ("forget", {"memory_id": "k7m2\x00qa"}),
+        ("search", {"query": "bees", "chat": {**PRIVATE, "user_id": "u\x001"}}),
+    ],
+)
+def test_a_nul_character_never_gets_a_server_error(
+    service: LiveService, name: str, fields: dict[str, Any]
+) -> None:
+    answer = service.client.post(f"/v1/tools/{name}", json={"chat": PRIVATE, **fields})
+
+    assert answer.status_code < 500, answer.text
