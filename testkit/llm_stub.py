@@ -11,8 +11,9 @@ a real model. It serves:
   `data: [DONE]`.
 
 The responder is any `Callable[[dict], str]` that receives the decoded request body; it may
-also return a `StubReply` to answer late (`delay_s`, to test client timeouts) or with an HTTP
-error (`status`, e.g. 429 or 503, to test retries). Fields the
+also return a `StubReply` to answer late (`delay_s`, to test client timeouts), with an HTTP
+error (`status`, e.g. 429 or 503, to test retries) or with tool calls (`tool_calls`: the
+model calls functions of the request's `tools`, `finish_reason: "tool_calls"`). Fields the
 stub does not use (`tools`, `response_format`, `temperature`, ...) are accepted and ignored.
 Every POST body is kept in `LLMStub.requests` (thread-safe) and, when a path is given, appended
 to a JSON-lines file.
@@ -63,6 +64,9 @@ class StubReply:
     status: int = 200
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    #: functions the model calls, each `(name, arguments)`: sent as OpenAI `tool_calls` (ids
+    #: `call_0`, `call_1`, …) with `finish_reason: "tool_calls"`
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 #: Turns a decoded chat-completion request body into the reply text (or a `StubReply`).
@@ -288,8 +292,17 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 return
             text = reply.text
+            calls = [
+                {
+                    "id": f"call_{index}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                for index, (name, arguments) in enumerate(reply.tool_calls)
+            ]
         else:
             text = str(reply)
+            calls = []
         model = str(body.get("model") or MODEL_ID)
         prompt_tokens = sum(
             _count_words(m.get("content"))
@@ -304,7 +317,7 @@ class _Handler(BaseHTTPRequestHandler):
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         if body.get("stream") is True:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._send_stream(completion_id, model, text, usage if include_usage else None)
+            self._send_stream(completion_id, model, text, usage if include_usage else None, calls)
         else:
             self._send_json(
                 200,
@@ -316,9 +329,13 @@ class _Handler(BaseHTTPRequestHandler):
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": text},
+                            "message": {
+                                "role": "assistant",
+                                "content": text,
+                                **({"tool_calls": calls} if calls else {}),
+                            },
                             "logprobs": None,
-                            "finish_reason": "stop",
+                            "finish_reason": "tool_calls" if calls else "stop",
                         }
                     ],
                     "usage": usage,
@@ -343,7 +360,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(status, {"error": {"message": message, "type": "stub_error"}})
 
     def _send_stream(
-        self, completion_id: str, model: str, text: str, usage: dict[str, int] | None
+        self,
+        completion_id: str,
+        model: str,
+        text: str,
+        usage: dict[str, int] | None,
+        calls: list[dict[str, Any]] | None = None,
     ) -> None:
         # No Content-Length and no chunked encoding: the end of the body is the closed connection.
         self.send_response(200)
@@ -366,7 +388,10 @@ class _Handler(BaseHTTPRequestHandler):
         size = self.stub._stream_chunk_chars
         events: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""}, None)]
         events += [chunk({"content": text[i : i + size]}, None) for i in range(0, len(text), size)]
-        events.append(chunk({}, "stop"))
+        if calls:
+            delta = [{"index": i, **call} for i, call in enumerate(calls)]
+            events.append(chunk({"tool_calls": delta}, None))
+        events.append(chunk({}, "tool_calls" if calls else "stop"))
         if usage is not None:
             events.append(
                 {

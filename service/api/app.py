@@ -14,7 +14,16 @@ from service import __version__, bootstrap, observability
 from service.api import errors
 from service.api.deps import require_key
 from service.api.guard import RequestGuard
-from service.api.routes import admin, chat, health, imports, memories, remember, reminders
+from service.api.routes import (
+    admin,
+    chat,
+    health,
+    imports,
+    memories,
+    remember,
+    reminders,
+    tools,
+)
 from service.config import Settings
 from service.embeddings.encoder import Encoder
 from service.jobs import background
@@ -78,6 +87,7 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     app.include_router(memories.chats, dependencies=[Depends(require_key)])
     app.include_router(reminders.router, dependencies=[Depends(require_key)])
     app.include_router(remember.router, dependencies=[Depends(require_key)])
+    app.include_router(tools.router, dependencies=[Depends(require_key)])
     app.include_router(admin.router, dependencies=[Depends(require_key)])
     app.include_router(admin.metrics_router, dependencies=[Depends(require_key)])
     return app

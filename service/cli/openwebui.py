@@ -52,6 +52,7 @@ EventsFile = Annotated[
 ActionFile = Annotated[
     Path, typer.Option("--action-file", help="The Remember action's source file.")
 ]
+ToolsFile = Annotated[Path, typer.Option("--tools-file", help="The Memory Tools' source file.")]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show tracebacks.")]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -94,14 +95,24 @@ def install_command(
             help="Also switch Open WebUI's built-in memory off for everyone.",
         ),
     ] = False,
+    tools_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tools-model",
+            help="Offer the Memory Tools (search, add, forget) to this model in every new "
+            "chat; for models that call tools (repeatable).",
+        ),
+    ] = None,
     filter_file: FilterFile = SOURCE_DIR / "memory_filter.py",
     pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
     events_file: EventsFile = SOURCE_DIR / "memory_events.py",
     action_file: ActionFile = SOURCE_DIR / "memory_action.py",
+    tools_file: ToolsFile = SOURCE_DIR / "memory_tools.py",
     verbose: Verbose = False,
 ) -> None:
-    """Install or update the filter, the command pipe and the events function, switch them
-    on, set the valves, then check through Open WebUI that the filter reaches the service."""
+    """Install or update the filter, the command pipe, the events function, the Remember
+    action and the Memory Tools, switch them on, set the valves, then check through Open
+    WebUI that the filter reaches the service."""
     model_ids = list(dict.fromkeys(model or []))
     with _session(url, token, email, password, verbose) as owui:
         key = api_key or _local_api_key()
@@ -113,12 +124,13 @@ def install_command(
             )
         install(
             owui,
-            sources=read_sources(filter_file, pipe_file, events_file, action_file),
+            sources=read_sources(filter_file, pipe_file, events_file, action_file, tools_file),
             service_url=(service_url or local_service_url()).rstrip("/"),
             api_key=key,
             make_global=make_global if make_global is not None else not model_ids,
             model_ids=model_ids,
             native_memory_off=native_memory_off,
+            tools_model_ids=list(tools_model or []),
         )
 
 
@@ -130,7 +142,8 @@ def uninstall_command(
     password: Password = None,
     verbose: Verbose = False,
 ) -> None:
-    """Delete the functions and the pipe's model row; detach the filter from models."""
+    """Delete the functions, the Memory Tools and the pipe's model row; detach the filter
+    and the tools from models."""
     with _session(url, token, email, password, verbose) as owui:
         uninstall(owui)
 
@@ -145,12 +158,16 @@ def status_command(
     pipe_file: PipeFile = SOURCE_DIR / "memory_commands.py",
     events_file: EventsFile = SOURCE_DIR / "memory_events.py",
     action_file: ActionFile = SOURCE_DIR / "memory_action.py",
+    tools_file: ToolsFile = SOURCE_DIR / "memory_tools.py",
     verbose: Verbose = False,
 ) -> None:
     """Show what is installed and active, whether the installed code is current, and check
     through Open WebUI that the filter reaches the service with its key."""
     with _session(url, token, email, password, verbose) as owui:
-        status(owui, sources=read_sources(filter_file, pipe_file, events_file, action_file))
+        status(
+            owui,
+            sources=read_sources(filter_file, pipe_file, events_file, action_file, tools_file),
+        )
 
 
 @contextmanager

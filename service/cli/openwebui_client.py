@@ -172,6 +172,18 @@ class OpenWebUI:
         """The admin valves stored for a function ({} when none were ever saved)."""
         return self.call("GET", f"/api/v1/functions/id/{function_id}/valves") or {}
 
+    def tool(self, tool_id: str) -> dict[str, Any] | None:
+        """The stored Tool (with `content` and `access_grants`), None if absent."""
+        listed = {t["id"] for t in self.call("GET", "/api/v1/tools/list") or []}
+        if tool_id not in listed:
+            return None
+        found: dict[str, Any] = self.call("GET", f"/api/v1/tools/id/{tool_id}")
+        return found
+
+    def tool_valves(self, tool_id: str) -> dict[str, Any]:
+        """The admin valves stored for a Tool ({} when none were ever saved)."""
+        return self.call("GET", f"/api/v1/tools/id/{tool_id}/valves") or {}
+
     def model_rows(self) -> dict[str, dict[str, Any]]:
         """Every model row (workspace models and overrides of provider models), by id."""
         return {m["id"]: m for m in self.call("GET", "/api/v1/models/all") or []}

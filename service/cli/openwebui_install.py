@@ -2,7 +2,8 @@
 
 Three functions are pushed: the Memory Banks filter, the Memory Commands pipe (answers
 `/memory …` verbatim) and the Memory Events function (forgets a deleted chat's Chat Memory),
-plus the "Remember this" action and the pipe's hidden model row.
+plus the "Remember this" action, the pipe's hidden model row and the Memory Tools of
+tool-calling models (an Open WebUI Tool, service/cli/openwebui_tools.py).
 
 Every step reads the current state first and writes only what differs, so running `install`
 twice changes nothing the second time (Open WebUI's activation switches flip, they cannot be
@@ -29,8 +30,10 @@ from service.cli.openwebui_sources import (
     FILTER_ID,
     PIPE_ID,
     SERVICE_CALLERS,
+    TOOLS_ID,
     FunctionSource,
 )
+from service.cli.openwebui_tools import install_tools, tools_status, uninstall_tools
 
 __all__ = ["install", "install_action", "model_form", "status", "uninstall"]
 
@@ -47,6 +50,7 @@ def install(
     make_global: bool,
     model_ids: list[str],
     native_memory_off: bool = False,
+    tools_model_ids: list[str] | None = None,
     say: Callable[[str], None] = typer.echo,
 ) -> None:
     """Bring Open WebUI to the installed state; each step writes only what differs; then
@@ -57,6 +61,8 @@ def install(
         make_global: the filter runs for every model (else only for `model_ids`).
         model_ids: models whose `meta.filterIds` must list the filter (others are kept).
         native_memory_off: switch Open WebUI's built-in memory off for everyone.
+        tools_model_ids: models that offer the Memory Tools in every new chat (their
+            `meta.toolIds`; others are kept); the Tool itself is pushed when `sources` has it.
         say: prints one line per step.
 
     Raises:
@@ -64,13 +70,15 @@ def install(
             message names the cause: unreachable, wrong key, wrong service, versions).
     """
     available = owui.provider_models()
-    missing = [m for m in model_ids if m not in available]
+    tools_model_ids = list(dict.fromkeys(tools_model_ids or []))
+    missing = [m for m in dict.fromkeys([*model_ids, *tools_model_ids]) if m not in available]
     if missing:
         raise OpenWebUIError(
             f"Open WebUI has no model {', '.join(missing)}; "
             f"it offers {', '.join(sorted(available)) or 'none'}"
         )
-    for source in sources.values():
+    functions = [s for s in sources.values() if s.function_id != TOOLS_ID]
+    for source in functions:
         say(f"{source.function_id}: {_push_function(owui, source)}")
         say(f"{source.function_id}: {_set_flag(owui, source.function_id, 'is_active', True)}")
     say(f"{FILTER_ID}: {_set_flag(owui, FILTER_ID, 'is_global', make_global)}")
@@ -81,6 +89,18 @@ def install(
         )
     if ACTION_ID in sources:
         install_action(owui, service_url=service_url, api_key=api_key, say=say)
+    if TOOLS_ID in sources:
+        install_tools(
+            owui,
+            source=sources[TOOLS_ID],
+            service_url=service_url,
+            api_key=api_key,
+            model_ids=tools_model_ids,
+            available=available,
+            say=say,
+        )
+    elif tools_model_ids:
+        raise OpenWebUIError("--tools-model needs the Memory Tools file")
     rows = owui.model_rows()
     for model_id in model_ids:
         say(f"model {model_id}: {_attach_filter(owui, model_id, rows.get(model_id), available)}")
@@ -100,7 +120,8 @@ def install(
 
 
 def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> None:
-    """Remove the functions, the pipe's model row and the filter from every model row."""
+    """Remove the functions, the pipe's model row, the filter from every model row and the
+    Memory Tools (from every model row too)."""
     for model_id, row in owui.model_rows().items():
         if model_id == PIPE_ID:
             owui.call("POST", "/api/v1/models/model/delete", json={"id": PIPE_ID})
@@ -121,6 +142,7 @@ def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> No
             continue
         owui.call("DELETE", f"/api/v1/functions/id/{function_id}/delete")
         say(f"{function_id}: deleted")
+    uninstall_tools(owui, say=say)
     owui.provider_models()
     say(f"uninstalled from Open WebUI {owui.version} at {owui.base_url}")
 
@@ -132,6 +154,9 @@ def status(
     say(f"Open WebUI {owui.version} at {owui.base_url}")
     rows = owui.model_rows()
     for function_id, source in sources.items():
+        if function_id == TOOLS_ID:
+            tools_status(owui, source=source, say=say)
+            continue
         found = owui.function(function_id)
         if found is None:
             say(f"{function_id}: not installed")

@@ -20,6 +20,7 @@ __all__ = [
     "PIPE_ID",
     "SERVICE_CALLERS",
     "SOURCE_DIR",
+    "TOOLS_ID",
     "FunctionSource",
     "read_sources",
 ]
@@ -29,6 +30,9 @@ PIPE_ID = "memory_commands"
 EVENTS_ID = "memory_events"
 #: the "Remember this" button under each reply (filter/memory_action.py)
 ACTION_ID = "memory_action"
+#: the Memory Tools of tool-calling models (filter/memory_tools.py): an Open WebUI *Tool*,
+#: stored apart from the functions (`/api/v1/tools/…`) and offered per model
+TOOLS_ID = "memory_tools"
 #: functions that call the memory service and so carry its url and key as valves
 SERVICE_CALLERS = (FILTER_ID, EVENTS_ID)
 SOURCE_DIR = resources.folder("filter")
@@ -65,8 +69,9 @@ def read_sources(
     pipe_file: Path = SOURCE_DIR / "memory_commands.py",
     events_file: Path = SOURCE_DIR / "memory_events.py",
     action_file: Path = SOURCE_DIR / "memory_action.py",
+    tools_file: Path = SOURCE_DIR / "memory_tools.py",
 ) -> dict[str, FunctionSource]:
-    """The function files, by the function id they are installed under.
+    """The function files and the Tool file, by the id they are installed under.
 
     Raises:
         OpenWebUIError: a file cannot be read.
@@ -76,6 +81,7 @@ def read_sources(
         PIPE_ID: FunctionSource.read(PIPE_ID, pipe_file),
         EVENTS_ID: FunctionSource.read(EVENTS_ID, events_file),
         ACTION_ID: FunctionSource.read(ACTION_ID, action_file),
+        TOOLS_ID: FunctionSource.read(TOOLS_ID, tools_file),
     }
 
 

@@ -39,12 +39,11 @@ from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
 from service.storage import imports as import_store
-from service.storage import memories, memory_search, turns, user_state
+from service.storage import memories, turns, user_state
 from service.storage import remember as remember_store
 
 LIST_LIMIT = 50
 SEARCH_LIMIT = 10
-_RRF_K = 60
 
 
 async def run_command(
@@ -128,26 +127,8 @@ async def _search(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
         return (
             "What should I look for? Example: `/memory search bike` or `/memory search bike; Sam`"
         )
-    if ";" in query:
-        found = await memory_flow.keyword_search(rt, scope=scope, text=query, limit=SEARCH_LIMIT)
-        return _search_answer(chat, query, found)
-    vector = await rt.encoder.encode_one(query)
-    async with rt.db.unit_of_work() as session:
-        semantic = await memory_search.search(
-            session, scope=scope, query_vector=vector, limit=SEARCH_LIMIT * 2
-        )
-        keyword = await memory_search.keyword_search(
-            session, scope=scope, text=query, limit=SEARCH_LIMIT * 2
-        )
-    fused: dict[int, tuple[float, Memory]] = {}
-    relevant = [c for c in semantic if c.similarity >= rt.settings.relevance_threshold]
-    for rank, cand in enumerate(relevant):
-        fused[cand.memory.seq] = (1 / (_RRF_K + rank + 1), cand.memory)
-    for rank, cand in enumerate(keyword):
-        score = fused.get(cand.memory.seq, (0.0, cand.memory))[0] + 1 / (_RRF_K + rank + 1)
-        fused[cand.memory.seq] = (score, cand.memory)
-    ordered = sorted(fused.values(), key=lambda pair: (-pair[0], pair[1].seq))[:SEARCH_LIMIT]
-    return _search_answer(chat, query, [m for _, m in ordered])
+    found = await memory_flow.hybrid_search(rt, scope=scope, text=query, limit=SEARCH_LIMIT)
+    return _search_answer(chat, query, found)
 
 
 def _search_answer(chat: ChatContext, query: str, found: list[Memory]) -> str:

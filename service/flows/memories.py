@@ -122,6 +122,38 @@ async def keyword_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int
     return [c.memory for c in found]
 
 
+RRF_K = 60
+"""The rank constant of reciprocal rank fusion (Cormack, Clarke and Büttcher 2009)."""
+
+
+async def hybrid_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int) -> list[Memory]:
+    """The `limit` memories of `scope` that best match `text`, most relevant first.
+
+    Text with `;` is a list of phrases (`keyword_search`); other text is searched by meaning
+    (similarity at least `relevance_threshold`) and by keywords, the two rankings fused by
+    reciprocal rank (RRF_K).
+    """
+    if ";" in text:
+        return await keyword_search(rt, scope=scope, text=text, limit=limit)
+    vector = await rt.encoder.encode_one(text)
+    async with rt.db.unit_of_work() as session:
+        semantic = await memory_search.search(
+            session, scope=scope, query_vector=vector, limit=limit * 2
+        )
+        keyword = await memory_search.keyword_search(
+            session, scope=scope, text=text, limit=limit * 2
+        )
+    fused: dict[int, tuple[float, Memory]] = {}
+    relevant = [c for c in semantic if c.similarity >= rt.settings.relevance_threshold]
+    for rank, cand in enumerate(relevant):
+        fused[cand.memory.seq] = (1 / (RRF_K + rank + 1), cand.memory)
+    for rank, cand in enumerate(keyword):
+        score = fused.get(cand.memory.seq, (0.0, cand.memory))[0] + 1 / (RRF_K + rank + 1)
+        fused[cand.memory.seq] = (score, cand.memory)
+    ordered = sorted(fused.values(), key=lambda pair: (-pair[0], pair[1].seq))[:limit]
+    return [m for _, m in ordered]
+
+
 async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -> list[Memory]:
     """Everything of the user's that still has content, oldest first: their own banks, their
     memory for every assistant, and the Project Memory of `folder_id` when given."""

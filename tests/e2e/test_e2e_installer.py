@@ -14,6 +14,7 @@ pytestmark = pytest.mark.e2e
 
 FILTER_ID, PIPE_ID, EVENTS_ID = "memory_filter", "memory_commands", "memory_events"
 ACTION_ID = "memory_action"
+TOOLS_ID = "memory_tools"
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
 
 
@@ -32,7 +33,18 @@ def _state(stack: Stack) -> dict[str, Any]:
         if fid in listed
     }
     rows = {m["id"]: m for m in admin.call("GET", "/api/v1/models/all")}
-    return {"functions": functions, "valves": valves, "rows": rows}
+    tools = {
+        t["id"]: admin.call("GET", f"/api/v1/tools/id/{t['id']}")
+        for t in admin.call("GET", "/api/v1/tools/list")
+    }
+    tool_valves = {tid: admin.call("GET", f"/api/v1/tools/id/{tid}/valves") for tid in tools}
+    return {
+        "functions": functions,
+        "valves": valves,
+        "rows": rows,
+        "tools": tools,
+        "tool_valves": tool_valves,
+    }
 
 
 def _grants(row: dict[str, Any]) -> list[dict[str, str]]:
@@ -71,6 +83,28 @@ def test_installer_leaves_filter_global_pipe_hidden_but_readable_and_events_acti
     row = state["rows"][PIPE_ID]
     assert (row["name"], row["is_active"], row["meta"]["hidden"]) == ("Memory Commands", True, True)
     assert _grants(row) == [EVERYONE_READS]
+    tool = state["tools"][TOOLS_ID]
+    assert tool["name"] == "Memory Tools"
+    assert sorted(spec["name"] for spec in tool["specs"]) == [
+        "memory_add",
+        "memory_forget",
+        "memory_search",
+    ]
+    assert _grants(tool) == [EVERYONE_READS]
+    assert state["tool_valves"][TOOLS_ID]["service_url"] == stack.service_url
+    assert state["tool_valves"][TOOLS_ID]["api_key"] == stack.service_key
+    for line in (
+        "memory_tools: created",
+        "memory_tools: already readable by everyone",
+        "memory_tools: valves set (service_url, api_key)",
+    ):
+        assert line in stack.installer_output.splitlines()
+
+
+def test_an_ordinary_user_may_use_the_memory_tools(stack: Stack):
+    listed = stack.client("a").call("GET", "/api/v1/tools/")
+
+    assert [t["id"] for t in listed if t["id"] == TOOLS_ID] == [TOOLS_ID]
 
 
 def test_installer_run_again_changes_nothing(stack: Stack):
@@ -103,6 +137,9 @@ def test_status_reports_what_is_installed(stack: Stack):
         "memory_action: installed, active, code is current",
         f"memory_action: global (shown under every reply), service_url = {stack.service_url}, "
         "api_key set",
+        "memory_tools: installed, code is current, readable by everyone, offered to no model "
+        "(--tools-model)",
+        f"memory_tools: service_url = {stack.service_url}, api_key set",
         "model memory_commands: active, hidden, readable by everyone",
         "open webui memory: still on — its Settings → Personalization → Memory accepts "
         "memories that the filter keeps out of chats it handles; switch it off with "
@@ -195,14 +232,17 @@ def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
         "memory_commands: deleted",
         "memory_events: deleted",
         "memory_action: deleted",
+        "memory_tools: deleted",
     ]
     assert gone["functions"] == {}
+    assert gone["tools"] == {}
     assert PIPE_ID not in gone["rows"]
     assert status.stdout.splitlines()[1:] == [
         "memory_filter: not installed",
         "memory_commands: not installed",
         "memory_events: not installed",
         "memory_action: not installed",
+        "memory_tools: not installed",
         "model memory_commands: no model row (ordinary users cannot run commands)",
     ]
     assert reinstalled.returncode == 0, reinstalled.stderr
@@ -212,3 +252,4 @@ def test_uninstall_removes_everything_and_install_brings_it_back(stack: Stack):
     assert state["valves"][EVENTS_ID]["api_key"] == stack.service_key
     assert state["functions"][ACTION_ID]["is_global"] is True
     assert state["rows"][PIPE_ID]["meta"]["hidden"] is True
+    assert state["tool_valves"][TOOLS_ID]["api_key"] == stack.service_key

@@ -14,12 +14,14 @@ from service.cli.openwebui_client import OpenWebUIError
 from testkit.filter_loader import load_filter
 
 # Open WebUI 0.12.4 instantiates the first of these classes a function file defines and
-# stores the function under that type (utils/plugin.py, load_function_module_by_id).
+# stores the function under that type (utils/plugin.py, load_function_module_by_id); a Tool
+# file defines `Tools` (load_tool_module_by_id) and is stored apart from the functions.
 OPEN_WEBUI_TYPES = (
     ("Pipe", "pipe"),
     ("Filter", "filter"),
     ("Action", "action"),
     ("Event", "event"),
+    ("Tools", "tool"),
 )
 
 
@@ -27,7 +29,7 @@ def _open_webui_type(module: types.ModuleType) -> str:
     return next(kind for name, kind in OPEN_WEBUI_TYPES if hasattr(module, name))
 
 
-def test_installer_reads_four_functions_named_by_their_frontmatter():
+def test_installer_reads_four_functions_and_the_tool_named_by_their_frontmatter():
     sources = openwebui_sources.read_sources()
 
     assert {fid: (s.name, s.function_id) for fid, s in sources.items()} == {
@@ -35,6 +37,7 @@ def test_installer_reads_four_functions_named_by_their_frontmatter():
         "memory_commands": ("Memory Commands", "memory_commands"),
         "memory_events": ("Memory Events", "memory_events"),
         "memory_action": ("Remember this", "memory_action"),
+        "memory_tools": ("Memory Tools", "memory_tools"),
     }
     assert sources["memory_events"].description.startswith(
         "Companion of the Memory Banks filter. When a chat, a folder or a user account is deleted"
@@ -52,6 +55,7 @@ def test_installer_sources_load_as_the_function_types_open_webui_expects():
         "memory_commands": "pipe",
         "memory_events": "event",
         "memory_action": "action",
+        "memory_tools": "tool",
     }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from testkit.llm_stub import DEFAULT_REPLY, LLMStub
+from testkit.llm_stub import DEFAULT_REPLY, LLMStub, StubReply
 
 
 @pytest.fixture
@@ -193,3 +193,26 @@ def test_stop_releases_the_port() -> None:
     stub.stop()  # idempotent
     with pytest.raises(httpx.ConnectError):
         _get(f"{url}/models", timeout=2)
+
+
+def test_a_reply_with_tool_calls_calls_them_streamed_or_not(stub: LLMStub) -> None:
+    stub.responder = lambda _request: StubReply(tool_calls=[("memory_search", {"query": "bees"})])
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "memory_search", "arguments": '{"query": "bees"}'},
+    }
+    body = {"model": "m", "messages": [{"role": "user", "content": "bees?"}]}
+
+    plain = _post(f"{stub.base_url}/chat/completions", json=body).json()
+    streamed = _post(f"{stub.base_url}/chat/completions", json={**body, "stream": True})
+
+    assert plain["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call],
+    }
+    assert plain["choices"][0]["finish_reason"] == "tool_calls"
+    chunks = [json.loads(e) for e in _sse_events(streamed.text)[:-1]]
+    assert chunks[-2]["choices"][0]["delta"] == {"tool_calls": [{"index": 0, **call}]}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
