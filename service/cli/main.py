@@ -19,6 +19,7 @@ from service.cli import (
     worker,
 )
 from service.cli import eval as eval_cli
+from service.cli import local_llm
 from service.cli.failures import fail
 from service.config import Settings
 from service.errors import MemoryServiceError
@@ -129,6 +130,7 @@ app.add_typer(turns.app, name="turns")
 app.command("eval")(eval_cli.evaluate_command)
 app.add_typer(memories.app, name="memories")
 app.command("settings-table")(settings_table.command)
+app.command("local-llm")(local_llm.local_llm_command)
 
 
 def main() -> None:  # pragma: no cover
