@@ -9,6 +9,7 @@ import typer
 
 from service.cli import (
     doctor,
+    local_llm,
     memories,
     openwebui,
     openwebui_assistants,
@@ -19,7 +20,6 @@ from service.cli import (
     worker,
 )
 from service.cli import eval as eval_cli
-from service.cli import local_llm
 from service.cli.failures import fail
 from service.config import Settings
 from service.errors import MemoryServiceError

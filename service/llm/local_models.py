@@ -11,6 +11,7 @@ that start a llama.cpp server call it.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import subprocess
 import sys
@@ -184,7 +185,8 @@ def _wheel_for(spec: str, wheels: Path) -> Path:
 def server_available() -> bool:
     """True when llama-cpp-python's OpenAI-compatible server can be imported here."""
     try:
-        import llama_cpp.server  # type: ignore[import-not-found]  # noqa: F401
+        # by name: the package is optional, and mypy must not depend on it being installed
+        importlib.import_module("llama_cpp.server")
     except Exception:
         return False
     return True
