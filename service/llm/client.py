@@ -76,10 +76,13 @@ class LLMClient:
         api_key: str | None,
         timeout_s: float = 60.0,
         json_mode: bool = True,
+        max_answer_tokens: int | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.model = model
         self.json_mode = json_mode
+        #: the ceiling of every call's max_tokens (None: the caller's value stands)
+        self.max_answer_tokens = max_answer_tokens
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(timeout=timeout_s, headers=headers)
 
@@ -110,7 +113,7 @@ class LLMClient:
             "messages": messages,
             "stream": False,
             "temperature": temperature,
-            "max_tokens": max_tokens,
+            "max_tokens": min(max_tokens, self.max_answer_tokens or max_tokens),
         }
         if json_answer and self.json_mode:
             body["response_format"] = {"type": "json_object"}
