@@ -7,6 +7,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
+from service.flows import counters
 from service.flows.runtime import Runtime
 from service.observability import ScrapeState
 from service.storage import admin, turns, vectors
@@ -25,6 +26,9 @@ async def service_status(rt: Runtime) -> dict[str, Any]:
             f"extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); "
             f"{queued} turns waiting"
         )
+    elif queued and (failure := await counters.last_llm_failure(rt)) is not None:
+        # the workers may be other processes: their latest failure comes from the database
+        line = f"{failure.sentence} at {failure.at:%Y-%m-%d %H:%M:%S} UTC; {queued} turns waiting"
     elif queued:
         line = f"extracting: {queued} turns waiting"
     else:
@@ -87,6 +91,7 @@ async def read_metrics_state(rt: Runtime, state: ScrapeState) -> None:
             state.turns = await turns.counts(session)
             found = await admin.job_counts(session)
             state.without_vector = await vectors.count_pending(session, model=rt.encoder.model_name)
+        state.shared = await counters.totals(rt)
         # every queue of a registered task is shown, at 0 when empty
         queues = {str(task.queue) for task in rt.jobs.tasks.values()}
         state.jobs = {
