@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 from cachetools import TTLCache
 
@@ -42,6 +43,24 @@ async def service_status(rt: Runtime) -> dict[str, Any]:
         "turns_failed": counts["failed"],
         "memories_active": int(active),
         "status": line,
+        **_configuration(rt),
+    }
+
+
+def _configuration(rt: Runtime) -> dict[str, str | None]:
+    """Where this service's LLM and database are, without users or passwords."""
+    settings = rt.settings
+    llm = urlsplit(settings.llm_base_url or "")
+    db = urlsplit(settings.database_url or "")
+    return {
+        "llm_model": settings.llm_model,
+        "llm_endpoint": f"{llm.hostname}:{llm.port or ''}".rstrip(":") if llm.hostname else None,
+        "database": (
+            f"{db.hostname or 'local socket'}{f':{db.port}' if db.port else ''}{db.path}"
+            if settings.database_url
+            else f"embedded PostgreSQL in {settings.state_dir / 'pgdata'}"
+        ),
+        "database_pooler": settings.database_pooler,
     }
 
 
