@@ -18,8 +18,11 @@ from psycopg.conninfo import conninfo_to_dict
 from typer.testing import CliRunner
 
 from service.cli.main import app
+from service.core import commands, reminders
 from service.errors import ConfigurationError
+from service.flows.ids import install_short_id_key
 from service.storage import migrate
+from service.storage.db import Database
 
 
 def _admin(pg_server: object, database: str = "postgres") -> str:
@@ -177,3 +180,65 @@ def test_migrate_to_from_the_command_line(database_url: str, monkeypatch: pytest
     up = CliRunner().invoke(app, ["migrate"])
     assert up.exit_code == 0, up.output
     assert f"newest migration, {migrate.head_revision()} (upgraded)" in up.output
+
+
+# The ids the versions before migration 0011 showed: a fixed bijection of the number (their
+# service/core/commands.py), written out here so the test pins what users saw.
+def _id_before_0011(seq: int) -> str:
+    mask = (1 << 30) - 1
+    value = ((seq * (0x2C9277B5 & mask | 1)) & mask) ^ (0x1B873593 & mask)
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    return "".join(alphabet[(value >> shift) & 31] for shift in range(25, -1, -5))
+
+
+def _add_reminder(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO reminders (user_id, content, trigger_kind, timezone, source_key,"
+            " created_at) VALUES ('u1', 'call the dentist', 'time', 'UTC', %s, now())"
+            " RETURNING id",
+            (uuid.uuid4().hex,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _installed_ids(url: str, seqs: list[int], reminder: int) -> tuple[list[str], str]:
+    db = Database.connect(url, pool_size=1)
+    try:
+        await install_short_id_key(db)
+    finally:
+        await db.dispose()
+    return [commands.encode_id(s) for s in seqs], reminders.reminder_code(reminder)
+
+
+async def test_ids_seen_before_an_upgrade_across_0011_stay_the_same(database_url: str):
+    """Issue 29 item 4: after an upgrade every short id changed and old ids answered "there
+    is no memory"."""
+    migrate.migrate_to(database_url, "0010")  # the schema of a version before keyed ids
+    for content in ("likes green tea", "plays the cello", "lives in Porto"):
+        _add_memory(database_url, content)
+    seqs = [seq for seq, _ in _memories(database_url)]
+    reminder = _add_reminder(database_url)
+    seen = [_id_before_0011(s) for s in seqs]
+
+    migrate.migrate_to(database_url, "head")  # the upgrade
+    ids, code = await _installed_ids(database_url, seqs, reminder)
+    assert ids == seen
+    assert [commands.parse_id(i) for i in seen] == seqs
+    assert code == "r-" + _id_before_0011(reminder)
+    assert reminders.parse_reminder_code(code) == reminder
+
+    # memories made after the upgrade get keyed ids that collide with none of the old ones
+    _add_memory(database_url, "bought a bike")
+    new_seq = _memories(database_url)[-1][0]
+    new_id = commands.encode_id(new_seq)
+    assert new_id not in seen and new_id != _id_before_0011(new_seq)
+    assert commands.parse_id(new_id) == new_seq
+
+    # a later re-migration and a restart change nothing
+    migrate.migrate_to(database_url, "head")
+    assert await _installed_ids(database_url, [*seqs, new_seq], reminder) == (
+        [*seen, new_id],
+        code,
+    )
