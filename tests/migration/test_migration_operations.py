@@ -164,6 +164,12 @@ def test_down_to_an_older_revision_and_up_again_keeps_the_data(database_url: str
     assert migrate.is_at_head(database_url)
     _add_memory(database_url, "plays the cello")
     assert _memories(database_url)[: len(before)] == before
+    # every downgrade() down to the first revision runs on a database with data, and back
+    kept = _memories(database_url)
+    assert migrate.migrate_to(database_url, "0001") == "downgraded"
+    assert _memories(database_url) == kept
+    migrate.migrate_to(database_url, "head")
+    assert _memories(database_url) == kept
 
 
 def test_an_unknown_revision_is_refused_with_a_sentence(database_url: str):
