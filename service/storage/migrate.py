@@ -42,13 +42,20 @@ def upgrade(url: str, revision: str = "head") -> None:
 
     Raises:
         ConfigurationError: the role may not create the pgvector extension (a superuser must,
-            once), or `revision` is no known migration.
+            once) or the tables, or `revision` is no known migration.
     """
     try:
         command.upgrade(alembic_config(url), revision)
     except DBAPIError as exc:
         if _is_extension_denied(exc):
             raise ConfigurationError(EXTENSION_NEEDED) from None
+        if isinstance(exc.orig, psycopg.errors.InsufficientPrivilege):
+            refused = str(exc.orig).strip().splitlines()[0]
+            raise ConfigurationError(
+                f"this database role may not create the service's tables ({refused}): make it "
+                "the database's owner, or have the owner run `GRANT CREATE ON SCHEMA public TO "
+                "<role>;`, then migrate again"
+            ) from None
         raise
     except CommandError as exc:
         raise ConfigurationError(f"cannot migrate to {revision!r}: {exc}") from None

@@ -135,6 +135,27 @@ def test_an_ordinary_role_migrates_once_the_extension_exists(
     assert owner == (ordinary_role,)
 
 
+def test_a_role_that_may_not_create_tables_is_told_what_to_grant(
+    pg_server: object, empty_database: str
+):
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_admin(pg_server), autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER")
+    try:
+        with psycopg.connect(empty_database, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+            conn.execute(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}")
+        with pytest.raises(ConfigurationError) as caught:
+            migrate.upgrade(_as_role(empty_database, role))
+        assert "\n" not in str(caught.value)
+        assert "GRANT CREATE ON SCHEMA public TO <role>;" in str(caught.value)
+    finally:
+        with psycopg.connect(empty_database, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+        with psycopg.connect(_admin(pg_server), autocommit=True) as conn:
+            conn.execute(f"DROP ROLE IF EXISTS {role}")
+
+
 def _add_memory(url: str, content: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
