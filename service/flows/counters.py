@@ -67,16 +67,22 @@ async def flush(rt: Runtime) -> int:
         how many (name, label) rows grew.
     """
     deltas = []
+    # claimed before the write (no await in between), so two flushes of one process never
+    # add the same counts; a failed write gives them back for the next try
     for key, (value, at, detail) in observability.shared_counts().items():
         delta = value - _flushed.get(key, 0)
         if delta > 0:
             deltas.append(counters.CounterDelta(key[0], key[1], delta, at, detail))
+            _flushed[key] = value
     if not deltas:
         return 0
-    async with rt.db.unit_of_work() as session:
-        await counters.add(session, deltas)
-    for d in deltas:  # only once written: a failed flush is tried again with the same deltas
-        _flushed[(d.name, d.label)] = _flushed.get((d.name, d.label), 0) + d.delta
+    try:
+        async with rt.db.unit_of_work() as session:
+            await counters.add(session, deltas)
+    except BaseException:
+        for d in deltas:
+            _flushed[(d.name, d.label)] -= d.delta
+        raise
     return len(deltas)
 
 
