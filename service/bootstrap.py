@@ -24,13 +24,14 @@ from service.storage.db import Database, libpq_url, start_embedded
 
 def build_encoder(settings: Settings) -> Encoder:
     """The embedding model of the settings (EMBEDDING_MODEL_PATH, EMBEDDING_BACKEND,
-    EMBEDDING_THREADS), its ONNX export kept in MEMORY_STATE_DIR/models. Blocking: loads the
+    EMBEDDING_THREADS), its ONNX export kept in MEMORY_MODEL_CACHE_DIR (else the user's cache
+    folder), shared by the installation's processes. Blocking: loads the
     model (seconds; the first start also exports it to ONNX) — call it in a thread."""
     return Encoder(
         settings.embedding_model_path,
         threads=settings.embedding_threads,
         backend=settings.embedding_backend,
-        onnx_dir=settings.state_dir / "models",
+        onnx_dir=settings.model_cache_dir,
     )
 
 

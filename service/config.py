@@ -33,6 +33,13 @@ class Settings(BaseSettings):
         alias="MEMORY_STATE_DIR",
         description="Folder for the embedded PostgreSQL data and the generated API key.",
     )
+    model_cache_dir: Path | None = Field(
+        default=None,
+        alias="MEMORY_MODEL_CACHE_DIR",
+        description="Folder for the embedding model's ONNX file, written once and shared by "
+        "every process of the installation (unset = `$XDG_CACHE_HOME/memory-service/onnx`, "
+        "else `~/.cache/memory-service/onnx`).",
+    )
     database_url: str | None = Field(
         default=None,
         alias="DATABASE_URL",

@@ -13,6 +13,15 @@ Metrics (text format at `GET /metrics`, bearer key required like every `/v1` cal
   (its memory was forgotten, edited or replaced while the LLM answered), `turn_closed` (its
   turn was discarded or extracted by another job meanwhile), `restated` (a DELETE of a fact
   the same batch states again), `forgotten_content` (the text of a memory forgotten meanwhile)
+- `llm_failures_total{cause}`: extraction jobs of this process that failed on the LLM:
+  `http_<status>` (e.g. `http_503`), `unreachable`, `bad_answer`
+- `extraction_outcomes_all_processes_total{outcome}`,
+  `extraction_parse_failures_all_processes_total`,
+  `extraction_dropped_operations_all_processes_total{reason}`,
+  `llm_failures_all_processes_total{cause}`: the same counters summed over every process of
+  the installation, separate workers included (each process adds its counts to the database
+  every `COUNTER_FLUSH_S`, flows/counters.py; read at scrape time, so every replica shows the
+  same totals: do not sum them over replicas)
 - `turns{status}` (gauge): ledger rows per status (`queued`, `done`, `failed`)
 - `job_queue_depth{queue, status}` (gauge): jobs waiting (`todo`), running (`doing`) or due
   later (`scheduled`, e.g. the quiet checks of recent turns)
@@ -120,6 +129,12 @@ DROPPED_OPERATIONS = Counter(
     ["reason"],
     registry=None,
 )
+LLM_FAILURES = Counter(
+    "llm_failures",
+    "Extraction jobs of this process that failed on the LLM, by cause.",
+    ["cause"],
+    registry=None,
+)
 for _reason in DROP_REASONS:
     DROPPED_OPERATIONS.labels(reason=_reason)
 for _outcome in EXTRACTION_OUTCOMES:  # every outcome is exported from the start, at 0
@@ -133,7 +148,52 @@ _SHARED: tuple[Collector, ...] = (
     PARSE_FAILURES,
     ANN_FALLBACKS,
     DROPPED_OPERATIONS,
+    LLM_FAILURES,
 )
+
+SHARED_COUNTERS: dict[str, str | None] = {
+    "extraction_outcomes": "outcome",
+    "extraction_parse_failures": None,
+    "extraction_dropped_operations": "reason",
+    "llm_failures": "cause",
+}
+"""Counters every process adds to the installation's totals (name → its label, if any)."""
+
+_SHARED_BY_NAME = {
+    "extraction_outcomes": EXTRACTIONS,
+    "extraction_parse_failures": PARSE_FAILURES,
+    "extraction_dropped_operations": DROPPED_OPERATIONS,
+    "llm_failures": LLM_FAILURES,
+}
+_last_event: dict[tuple[str, str], tuple[datetime, str | None]] = {}
+"""(name, label) → when its latest event happened here, and a sentence about it."""
+
+
+def _happened(name: str, label: str = "", detail: str | None = None) -> None:
+    _last_event[(name, label)] = (datetime.now(UTC), detail)
+
+
+def shared_counts() -> dict[tuple[str, str], tuple[int, datetime | None, str | None]]:
+    """This process's values of `SHARED_COUNTERS`: (name, label) → (count since start, time of
+    the latest event, a sentence about it)."""
+    found: dict[tuple[str, str], tuple[int, datetime | None, str | None]] = {}
+    for name, counter in _SHARED_BY_NAME.items():
+        label_name = SHARED_COUNTERS[name]
+        for metric in counter.collect():
+            for sample in metric.samples:
+                if not sample.name.endswith("_total"):
+                    continue
+                label = sample.labels.get(label_name, "") if label_name else ""
+                at, detail = _last_event.get((name, label), (None, None))
+                found[(name, label)] = (int(sample.value), at, detail)
+    return found
+
+
+def record_llm_failure(cause: str, sentence: str) -> None:
+    """Count one extraction job that failed on the LLM; `cause` is a fixed word
+    (`http_503`, `unreachable`, `bad_answer`), `sentence` says it without any user content."""
+    LLM_FAILURES.labels(cause=cause).inc()
+    _happened("llm_failures", cause, sentence)
 
 
 def record_extraction(outcome: str) -> None:
@@ -144,8 +204,10 @@ def record_extraction(outcome: str) -> None:
     if outcome not in EXTRACTION_OUTCOMES:
         raise ValueError(f"unknown extraction outcome {outcome!r}")
     EXTRACTIONS.labels(outcome=outcome).inc()
+    _happened("extraction_outcomes", outcome)
     if outcome == "invalid_output":
         PARSE_FAILURES.inc()
+        _happened("extraction_parse_failures")
 
 
 def record_dropped_operations(reason: str, count: int = 1) -> None:
@@ -155,6 +217,7 @@ def record_dropped_operations(reason: str, count: int = 1) -> None:
         raise ValueError(f"unknown reason {reason!r}")
     if count > 0:
         DROPPED_OPERATIONS.labels(reason=reason).inc(count)
+        _happened("extraction_dropped_operations", reason)
 
 
 def record_inlet_timeout() -> None:
@@ -179,6 +242,8 @@ class ScrapeState:
         self.turns: dict[str, int] = {}  #: ledger status → rows
         self.jobs: dict[tuple[str, str], int] = {}  #: (queue, status) → rows
         self.without_vector = 0  #: memories waiting for an embedding
+        #: (name, label) → the installation's total of a SHARED_COUNTERS counter
+        self.shared: dict[tuple[str, str], int] = {}
 
 
 class _RuntimeCollector(Collector):
@@ -210,6 +275,16 @@ class _RuntimeCollector(Collector):
         )
         pending.add_metric([], s.without_vector)
         yield pending
+        for name, label_name in SHARED_COUNTERS.items():
+            family = CounterMetricFamily(
+                f"{name}_all_processes",
+                f"{name} summed over every process of the installation (from the database).",
+                labels=[label_name] if label_name else None,
+            )
+            for (found, label), value in sorted(s.shared.items()):
+                if found == name:
+                    family.add_metric([label] if label_name else [], value)
+            yield family
         rt = self._runtime()
         encoder = getattr(rt, "encoder", None)
         relevance = getattr(rt, "relevance_cache", None)

@@ -19,7 +19,11 @@ from testkit.live_service import LiveService
 
 # Our variables must not leak in from the developer's shell.
 for _name in list(os.environ):
-    if _name.startswith(("MEMORY_", "LLM_", "EMBEDDING_")) or _name == "DATABASE_URL":
+    if _name.startswith(("MEMORY_", "LLM_", "EMBEDDING_")) and not _name.startswith(
+        "MEMORY_TESTS_"  # the suite's own switches (tests/support/data_sets.py)
+    ):
+        os.environ.pop(_name)
+    elif _name == "DATABASE_URL":
         os.environ.pop(_name)
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -120,3 +124,32 @@ async def db_conn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection]:
     """A direct connection to the test's database, for checks in SQL."""
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         yield conn
+
+
+# --- duration per tier (unit, integration, migration, reliability, …) ----------------------
+
+_tier_seconds: dict[str, float] = {}
+_tier_tests: dict[str, set[str]] = {}
+
+
+def _tier(nodeid: str) -> str:
+    """The folder under tests/ a test lives in ("unit" for tests/unit/test_x.py::test_y)."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds each test's setup, call and teardown time to its tier's total."""
+    tier = _tier(report.nodeid)
+    _tier_seconds[tier] = _tier_seconds.get(tier, 0.0) + report.duration
+    _tier_tests.setdefault(tier, set()).add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per tier: its tests and the seconds they took (fixtures' setup included)."""
+    if not _tier_seconds:
+        return
+    terminalreporter.section("duration per tier")
+    for tier, seconds in sorted(_tier_seconds.items(), key=lambda item: -item[1]):
+        tests = len(_tier_tests[tier])
+        terminalreporter.write_line(f"{tier}: {seconds:.1f} s for {tests} tests")

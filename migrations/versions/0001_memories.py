@@ -21,7 +21,11 @@ TSV = "to_tsvector('english', content) || to_tsvector('simple', content)"
 
 
 def upgrade() -> None:
-    op.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    # Created only when missing: an ordinary role (managed PostgreSQL) may not create it, but
+    # migrates once a superuser has (service.storage.migrate names that step when it is not).
+    installed = op.get_bind().scalar(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'"))
+    if not installed:
+        op.execute("CREATE EXTENSION IF NOT EXISTS vector")
     op.create_table(
         "memories",
         sa.Column("id", pg.UUID(as_uuid=True), nullable=False),

@@ -34,6 +34,17 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("name", name="pk_installation_secrets"),
     )
+    # Memories and reminders made before this revision showed the ids of a fixed bijection
+    # of their number; they keep them (service.core.commands.SHORT_ID_LEGACY), so an id seen
+    # before the upgrade still finds its memory. Recorded only where there are any.
+    for name, table, number in (
+        ("short_ids_legacy_memories", "memories", "seq"),
+        ("short_ids_legacy_reminders", "reminders", "id"),  # a reminder's code is of its id
+    ):
+        op.execute(
+            f"INSERT INTO installation_secrets (name, secret) SELECT '{name}', "
+            f"int8send(max({number})) FROM {table} HAVING max({number}) IS NOT NULL"
+        )
 
 
 def downgrade() -> None:

@@ -295,6 +295,11 @@ class StatusRead(BaseModel):
     turns_failed: int
     memories_active: int
     status: str
+    #: this service's configuration, for `doctor --service-url` (never a user or password)
+    llm_model: str | None = None
+    llm_endpoint: str | None = None  #: host:port of LLM_BASE_URL
+    database: str | None = None  #: "host:port/database", or the embedded server's folder
+    database_pooler: str | None = None  #: MEMORY_DATABASE_POOLER
 
 
 class CommandRequest(BaseModel):

@@ -8,9 +8,15 @@
     FAIL open webui: http://127.0.0.1:8080/health did not answer: connection refused
     WARN filter → service: not checked: give --email and --password (or --token) of an …
 
-It uses the service's own settings (the same environment variables), reads but never writes
-the database, sends one tiny completion to the LLM and one GET to Open WebUI, each within
-`--timeout-s`. Nothing secret is printed. Exit code 1 when any check FAILs, else 0.
+When a service answers at `--service-url` (default: the URL this shell's MEMORY_HOST and
+MEMORY_PORT give), doctor checks that running service instead of this shell's environment: its
+`/readyz` and, with its API key (`--api-key`, MEMORY_API_KEY or the state folder's key), its
+`/v1/status`, which name its LLM, its database and why turns wait. Its first line says which
+one it checked; `--local` checks this shell's environment even when a service answers.
+
+Otherwise it uses the service's own settings (the same environment variables), reads but never
+writes the database, sends one tiny completion to the LLM and one GET to Open WebUI, each
+within `--timeout-s`. Nothing secret is printed. Exit code 1 when any check FAILs, else 0.
 """
 
 from __future__ import annotations
@@ -370,6 +376,14 @@ async def run_checks(
         verdicts += await _check_llm(settings, timeout_s)
     except Exception as exc:
         verdicts.append(Verdict(FAIL, "llm", f"the check itself failed: {_causes(exc)}"))
+    return verdicts + await _check_openwebui_side(openwebui_url, timeout_s, admin)
+
+
+async def _check_openwebui_side(
+    openwebui_url: str | None, timeout_s: float, admin: AdminLogin | None
+) -> list[Verdict]:
+    """Open WebUI's health and, with an admin's login, the filter's and action's paths."""
+    verdicts: list[Verdict] = []
     if openwebui_url:
         verdicts.append(await _check_openwebui(openwebui_url, timeout_s))
         verdicts.append(await asyncio.to_thread(_check_filter_path, openwebui_url, admin))
@@ -424,6 +438,94 @@ def _check_filter_path(url: str, admin: AdminLogin | None) -> Verdict:
         owui.close()
 
 
+def configured_service_url(settings: Settings) -> str:
+    """The URL a service started with these settings listens on, as this machine reaches it."""
+    host = settings.host if settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    return f"http://{f'[{host}]' if ':' in host else host}:{settings.port}"
+
+
+def _known_key(settings: Settings) -> str | None:
+    """The API key from the environment or the state folder; never generates one."""
+    if settings.api_key is not None and settings.api_key.get_secret_value():
+        return settings.api_key.get_secret_value()
+    path = settings.state_dir / "api_key"
+    return path.read_text(encoding="utf-8").strip() if path.exists() else None
+
+
+async def check_running_service(
+    url: str, *, api_key: str | None, timeout_s: float
+) -> list[Verdict] | None:
+    """Verdicts read from the service running at `url` (`/readyz`, `/v1/status`), or None
+    when nothing answers there."""
+    base = url.rstrip("/")
+    async with httpx.AsyncClient(base_url=base, timeout=timeout_s, trust_env=False) as client:
+        try:
+            ready = await client.get("/readyz")
+        except httpx.HTTPError:
+            return None
+        try:
+            readiness = ready.json()
+        except ValueError:
+            readiness = {}
+        if not isinstance(readiness, dict) or "status" not in readiness:
+            return [Verdict(FAIL, "service", f"{base}/readyz answered, but not as this service")]
+        if ready.status_code == 200:
+            verdicts = [
+                Verdict(
+                    OK, "service", f"{base} is ready (model {readiness.get('embedding_model')})"
+                )
+            ]
+        else:
+            detail = readiness.get("detail") or ""
+            verdicts = [
+                Verdict(FAIL, "service", f"{base} is {readiness['status']} {detail}".strip())
+            ]
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        try:
+            answer = await client.get("/v1/status", headers=headers)
+        except httpx.HTTPError as exc:
+            return [*verdicts, Verdict(FAIL, "service status", _causes(exc))]
+    if answer.status_code == 401:
+        return [
+            *verdicts,
+            Verdict(
+                WARN,
+                "service status",
+                "not read: give the service's API key (--api-key or MEMORY_API_KEY)",
+            ),
+        ]
+    if answer.status_code != 200:
+        return [*verdicts, Verdict(FAIL, "service status", f"HTTP {answer.status_code}")]
+    return verdicts + _status_verdicts(answer.json())
+
+
+def _status_verdicts(status: dict[str, Any]) -> list[Verdict]:
+    """The running service's LLM and database, from its /v1/status."""
+    line = str(status.get("status", ""))
+    if not status.get("llm_configured"):
+        llm = Verdict(WARN, "service llm", f"the running service has no LLM configured: {line}")
+    elif "the LLM" in line:
+        llm = Verdict(
+            FAIL,
+            "service llm",
+            f"{status.get('llm_model')} at {status.get('llm_endpoint')}: {line}",
+        )
+    else:
+        llm = Verdict(
+            OK, "service llm", f"{status.get('llm_model')} at {status.get('llm_endpoint')}: {line}"
+        )
+    pooler = status.get("database_pooler")
+    database = Verdict(
+        FAIL if status.get("turns_failed") else OK,
+        "service database",
+        f"{status.get('database')}"
+        + (f" (pooler: {pooler})" if pooler and pooler != "none" else "")
+        + f"; {status.get('memories_active')} memories, {status.get('turns_queued')} turns "
+        f"waiting, {status.get('turns_failed')} failed",
+    )
+    return [llm, database]
+
+
 def doctor(
     openwebui_url: str | None = typer.Option(
         None,
@@ -441,6 +543,21 @@ def doctor(
     password: str | None = typer.Option(
         None, "--password", envvar="OPENWEBUI_PASSWORD", help="That admin's password."
     ),
+    service_url: str | None = typer.Option(
+        None,
+        "--service-url",
+        metavar="URL",
+        help="Check the service running here (default: the URL of MEMORY_HOST and MEMORY_PORT, "
+        "when a service answers there).",
+    ),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        help="The running service's API key (default: MEMORY_API_KEY, or the state folder's).",
+    ),
+    local: bool = typer.Option(
+        False, "--local", help="Check this shell's environment even when a service answers."
+    ),
 ) -> None:
     """Check the database, pgvector, migrations, the embedding model, the LLM endpoint and
     (with --openwebui-url) Open WebUI, and with an admin's login that its filter reaches
@@ -450,14 +567,29 @@ def doctor(
     except ValueError as exc:  # pydantic's ValidationError: a variable has a wrong value
         typer.echo(Verdict(FAIL, "settings", " ".join(str(exc).split())[:300]).line())
         raise typer.Exit(code=1) from exc
-    verdicts = asyncio.run(
-        run_checks(
-            settings,
-            openwebui_url=openwebui_url,
-            timeout_s=timeout_s,
-            admin=AdminLogin(token, email, password),
+    admin = AdminLogin(token, email, password)
+    target = service_url or configured_service_url(settings)
+    running = (
+        None
+        if local
+        else asyncio.run(
+            check_running_service(
+                target, api_key=api_key or _known_key(settings), timeout_s=timeout_s
+            )
         )
     )
+    if running is not None:
+        typer.echo(f"checked: the service running at {target} (its /readyz and /v1/status)")
+        verdicts = running + asyncio.run(_check_openwebui_side(openwebui_url, timeout_s, admin))
+    elif service_url is not None and not local:
+        typer.echo(f"checked: the service at {target} (--service-url)")
+        verdicts = [Verdict(FAIL, "service", f"nothing answered at {target}")]
+    else:
+        why = "--local" if local else f"no service answered at {target}"
+        typer.echo(f"checked: this shell's environment ({why})")
+        verdicts = asyncio.run(
+            run_checks(settings, openwebui_url=openwebui_url, timeout_s=timeout_s, admin=admin)
+        )
     for verdict in verdicts:
         typer.echo(verdict.line())
     failed = [v for v in verdicts if v.level == FAIL]

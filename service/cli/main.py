@@ -97,20 +97,34 @@ def serve(
 
 
 @app.command()
-def migrate(verbose: bool = typer.Option(False, "-v", "--verbose")) -> None:
-    """Apply database migrations and exit."""
+def migrate(
+    to: str = typer.Option(
+        "head",
+        "--to",
+        metavar="REVISION",
+        help="Migrate up or down to this revision (an id such as 0012, head, or base = empty); "
+        "back up with pg_dump first (docs/howto/deploy.md, 'Upgrading and rolling back').",
+    ),
+    verbose: bool = typer.Option(False, "-v", "--verbose"),
+) -> None:
+    """Apply database migrations (or go back to an older revision) and exit."""
     from service import bootstrap
     from service.storage import migrate as migrations
 
-    async def upgrade(settings: Settings) -> None:
+    async def run(settings: Settings) -> tuple[str, str | None]:
         async with bootstrap.database_url(settings) as url:
-            await asyncio.to_thread(migrations.upgrade, url)
+            direct = bootstrap.direct_url(settings, url)
+            done = await asyncio.to_thread(migrations.migrate_to, direct, to)
+            return done, await asyncio.to_thread(migrations.current_revision, direct)
 
     try:
-        asyncio.run(upgrade(Settings()))
-        typer.echo("database is at the newest migration")
+        done, revision = asyncio.run(run(Settings()))
     except MemoryServiceError as exc:
         fail(exc, verbose)
+    if to == "head":
+        typer.echo(f"database is at the newest migration, {revision} ({done})")
+    else:
+        typer.echo(f"database is at migration {revision or 'base (empty)'} ({done})")
 
 
 @app.command("api-key")

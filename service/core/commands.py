@@ -110,18 +110,47 @@ SHORT_ID_SECRET = "short_ids"
 """Name of the installation secret that keys the permutation (storage.installation)."""
 
 
+# The ids of the versions before the keyed permutation (migration 0011): a fixed bijection of
+# the sequence (multiply by an odd constant mod 2**30, then XOR). Memories and reminders made
+# before an installation's upgrade to 0011 keep those ids (0011 records how far they go), so
+# an id a user saw before the upgrade still finds its memory after it.
+_ID_MASK = (1 << _ID_BITS) - 1
+_LEGACY_MULTIPLIER = 0x2C9277B5 & _ID_MASK | 1
+_LEGACY_INVERSE = pow(_LEGACY_MULTIPLIER, -1, 1 << _ID_BITS)
+_LEGACY_XOR = 0x1B873593 & _ID_MASK
+SHORT_ID_LEGACY = {
+    "memories": "short_ids_legacy_memories",
+    "reminders": "short_ids_legacy_reminders",
+}
+"""Installation secrets (8-byte big-endian numbers) written by migration 0011: the highest
+sequence number of a memory / reminder made before it, whose id stays the fixed bijection's."""
+
+
+def _legacy_permute(seq: int) -> int:
+    return ((seq * _LEGACY_MULTIPLIER) & _ID_MASK) ^ _LEGACY_XOR
+
+
+def _legacy_unpermute(value: int) -> int:
+    return ((value ^ _LEGACY_XOR) * _LEGACY_INVERSE) & _ID_MASK
+
+
 class IdCodec:
     """Short ids ↔ sequence numbers under one key.
 
     Args:
         key: the installation's secret, 1..64 bytes (BLAKE2s keys are at most 32 bytes; a
             longer key is hashed down first).
+        legacy_through: sequence numbers 1..legacy_through keep the ids of the versions
+            before the keyed permutation (0: none). The others are walked through the keyed
+            permutation until they land on a value no such id uses ("cycle walking"), so the
+            two never collide and both read back.
     """
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, *, legacy_through: int = 0) -> None:
         if not key:
             raise ValueError("a short-id key must not be empty")
         self._key = key if len(key) <= 32 else hashlib.blake2s(key).digest()
+        self._legacy = max(0, legacy_through)
 
     def _round(self, number: int, half: int) -> int:
         digest = hashlib.blake2s(
@@ -129,19 +158,42 @@ class IdCodec:
         ).digest()
         return int.from_bytes(digest, "big") & _HALF_MASK
 
-    def permute(self, seq: int) -> int:
-        """The 30-bit value of `seq` (0 <= seq < 2**30)."""
+    def _feistel(self, seq: int) -> int:
         left, right = seq >> _HALF_BITS & _HALF_MASK, seq & _HALF_MASK
         for number in range(_ROUNDS):
             left, right = right, left ^ self._round(number, right)
         return left << _HALF_BITS | right
 
-    def unpermute(self, value: int) -> int:
-        """The inverse of `permute`."""
+    def _feistel_inverse(self, value: int) -> int:
         left, right = value >> _HALF_BITS & _HALF_MASK, value & _HALF_MASK
         for number in reversed(range(_ROUNDS)):
             left, right = right ^ self._round(number, left), left
         return left << _HALF_BITS | right
+
+    def _is_legacy_value(self, value: int) -> bool:
+        return 1 <= _legacy_unpermute(value) <= self._legacy
+
+    def permute(self, seq: int) -> int:
+        """The 30-bit value of `seq` (0 <= seq < 2**30)."""
+        if not self._legacy:
+            return self._feistel(seq)
+        if 1 <= seq <= self._legacy:
+            return _legacy_permute(seq)
+        value = self._feistel(_legacy_permute(seq))
+        while self._is_legacy_value(value):  # about legacy_through / 2**30 extra steps
+            value = self._feistel(value)
+        return value
+
+    def unpermute(self, value: int) -> int:
+        """The inverse of `permute`."""
+        if not self._legacy:
+            return self._feistel_inverse(value)
+        if self._is_legacy_value(value):
+            return _legacy_unpermute(value)
+        found = self._feistel_inverse(value)
+        while self._is_legacy_value(found):
+            found = self._feistel_inverse(found)
+        return _legacy_unpermute(found)
 
     def encode(self, seq: int) -> str:
         """The six-character short id of a memory's sequence number (seq < 2**30)."""
@@ -167,12 +219,16 @@ class IdCodec:
 # (flows/ids.py) before it serves. Until then a random key of this process is used, so ids
 # never follow a fixed, public mapping.
 _codec = IdCodec(secrets.token_bytes(32))
+_reminder_codec = _codec
 
 
-def install_id_key(key: bytes) -> None:
-    """Use `key` (the installation's secret) for every short id of this process."""
-    global _codec
-    _codec = IdCodec(key)
+def install_id_key(key: bytes, *, legacy_memories: int = 0, legacy_reminders: int = 0) -> None:
+    """Use `key` (the installation's secret) for every short id of this process; memories and
+    reminders numbered up to `legacy_memories` / `legacy_reminders` keep their ids from before
+    the keyed permutation (SHORT_ID_LEGACY)."""
+    global _codec, _reminder_codec
+    _codec = IdCodec(key, legacy_through=legacy_memories)
+    _reminder_codec = IdCodec(key, legacy_through=legacy_reminders)
 
 
 def encode_id(seq: int) -> str:
@@ -183,6 +239,16 @@ def encode_id(seq: int) -> str:
 def parse_id(token: str) -> int | None:
     """The sequence number of a short id as typed (`k7m2qa`, `#K7M2QA`), or None."""
     return _codec.parse(token)
+
+
+def encode_reminder_id(seq: int) -> str:
+    """The six characters after `r-` of a reminder's row id (reminders are numbered apart)."""
+    return _reminder_codec.encode(seq)
+
+
+def parse_reminder_id(token: str) -> int | None:
+    """The row id of a reminder's six characters, or None."""
+    return _reminder_codec.parse(token)
 
 
 def split_bank_prefix(args: str) -> tuple[Bank | None, str]:

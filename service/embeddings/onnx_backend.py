@@ -1,15 +1,21 @@
 """ONNX Runtime backend: tokenizers + onnxruntime + numpy, no torch at query time.
 
-The ONNX file is made once from the sentence-transformers folder and kept next to the
-service's state: a BERT model (the bundled all-MiniLM-L6-v2) is written straight from its
-safetensors weights by `onnx_graph` (no torch needed, 0.5 s); any other architecture is exported
-with `torch.onnx.export` (opset 17), which needs the `torch` extra. Mean pooling over the
+The ONNX file is made once per installation from the sentence-transformers folder and kept in
+a cache folder every process of the installation shares (MEMORY_MODEL_CACHE_DIR, else the
+user's cache folder), named after a hash of the model's files: a BERT model (the bundled
+all-MiniLM-L6-v2) is written straight from its safetensors weights by `onnx_graph` (no torch
+needed; 1.6 to 2.1 s on this project's 2-core machine while 12 processes compete for it, build
+and write); any other architecture is exported with `torch.onnx.export` (opset 17), which
+needs the `torch` extra. Processes starting together take a file lock, so one writes and the
+others wait and load its file. Mean pooling over the
 attention mask and L2 normalisation follow the model's own modules.json
 (Transformer → Pooling(mean) → Normalize).
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
 import tempfile
@@ -27,8 +33,39 @@ log = logging.getLogger(__name__)
 MAX_SEQ_TOKENS = 256
 
 
+CACHE_FOLDER = "memory-service"
+"""Folder under the user's cache folder (XDG_CACHE_HOME, else ~/.cache) for ONNX exports."""
+
+
+def default_cache_dir() -> Path:
+    """Where ONNX exports are kept when MEMORY_MODEL_CACHE_DIR is unset: the user's cache
+    folder (`$XDG_CACHE_HOME`, else `~/.cache`), `memory-service/onnx`."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / CACHE_FOLDER / "onnx"
+
+
+def model_key(model_dir: Path) -> str:
+    """A hash of the model's files (config, tokenizer, weights): 16 hex digits. The same model
+    installed in two places shares one export; changed weights get a new one."""
+    digest = hashlib.sha256()
+    files = sorted(
+        p
+        for p in model_dir.iterdir()
+        if p.is_file() and p.suffix in (".json", ".safetensors", ".bin", ".txt")
+    )
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
 def ensure_onnx(model_dir: Path, target: Path) -> Path:
     """Write `model_dir` as ONNX at `target` unless it is already there; returns `target`.
+
+    Under an exclusive lock on `target` + ".lock": of processes starting together, one
+    writes (to a temporary file, renamed into place, so a half-written model is never
+    loaded) and the others wait, then find the file.
 
     Raises:
         ConfigurationError: the model is not BERT and torch (the `torch` extra) is missing.
@@ -36,21 +73,25 @@ def ensure_onnx(model_dir: Path, target: Path) -> Path:
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    log.info("writing the embedding model as ONNX (once): %s", target)
-    # write to a temp file and rename: a half-written model must never be loaded
-    handle, tmp = tempfile.mkstemp(suffix=".onnx", dir=target.parent)
-    os.close(handle)
-    try:
-        if onnx_graph.supported(model_dir):
-            import onnx
+    with open(target.with_name(target.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        if target.exists():  # another process wrote it while this one waited
+            return target
+        log.info("writing the embedding model as ONNX (once per installation): %s", target)
+        handle, tmp = tempfile.mkstemp(suffix=".onnx.tmp", dir=target.parent)
+        os.close(handle)
+        try:
+            if onnx_graph.supported(model_dir):
+                import onnx
 
-            onnx.save(onnx_graph.build_bert_onnx(model_dir), tmp)
-        else:
-            _export_with_torch(model_dir, tmp)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    os.replace(tmp, target)
+                onnx.save(onnx_graph.build_bert_onnx(model_dir), tmp)
+            else:
+                _export_with_torch(model_dir, tmp)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; other users' processes read it too
+        os.replace(tmp, target)
     return target
 
 

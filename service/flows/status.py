@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 from cachetools import TTLCache
 
+from service.flows import counters
 from service.flows.runtime import Runtime
 from service.observability import ScrapeState
 from service.storage import admin, turns, vectors
@@ -25,6 +27,9 @@ async def service_status(rt: Runtime) -> dict[str, Any]:
             f"extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); "
             f"{queued} turns waiting"
         )
+    elif queued and (failure := await counters.last_llm_failure(rt)) is not None:
+        # the workers may be other processes: their latest failure comes from the database
+        line = f"{failure.sentence} at {failure.at:%Y-%m-%d %H:%M:%S} UTC; {queued} turns waiting"
     elif queued:
         line = f"extracting: {queued} turns waiting"
     else:
@@ -38,6 +43,24 @@ async def service_status(rt: Runtime) -> dict[str, Any]:
         "turns_failed": counts["failed"],
         "memories_active": int(active),
         "status": line,
+        **_configuration(rt),
+    }
+
+
+def _configuration(rt: Runtime) -> dict[str, str | None]:
+    """Where this service's LLM and database are, without users or passwords."""
+    settings = rt.settings
+    llm = urlsplit(settings.llm_base_url or "")
+    db = urlsplit(settings.database_url or "")
+    return {
+        "llm_model": settings.llm_model,
+        "llm_endpoint": f"{llm.hostname}:{llm.port or ''}".rstrip(":") if llm.hostname else None,
+        "database": (
+            f"{db.hostname or 'local socket'}{f':{db.port}' if db.port else ''}{db.path}"
+            if settings.database_url
+            else f"embedded PostgreSQL in {settings.state_dir / 'pgdata'}"
+        ),
+        "database_pooler": settings.database_pooler,
     }
 
 
@@ -87,6 +110,7 @@ async def read_metrics_state(rt: Runtime, state: ScrapeState) -> None:
             state.turns = await turns.counts(session)
             found = await admin.job_counts(session)
             state.without_vector = await vectors.count_pending(session, model=rt.encoder.model_name)
+        state.shared = await counters.totals(rt)
         # every queue of a registered task is shown, at 0 when empty
         queues = {str(task.queue) for task in rt.jobs.tasks.values()}
         state.jobs = {

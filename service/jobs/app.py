@@ -16,7 +16,7 @@ from service.config import Settings
 from service.core.profile import ProfileView
 from service.core.retries import RetryPolicy
 from service.errors import LLMNotConfigured, LLMUnavailable
-from service.flows import extraction, profile
+from service.flows import counters, extraction, profile
 from service.flows.extraction import RunMode
 from service.flows.profile import PROFILE_QUEUE, PROFILE_TASK
 from service.flows.runtime import Runtime
@@ -100,6 +100,8 @@ def build_job_app(
                 rt, turn_id=turn_id, mode=mode, ignore_claims=attempts > 0
             )
         except Exception as exc:
+            if isinstance(exc, LLMUnavailable):  # shown by every replica's /v1/status
+                counters.record_llm_failure(exc)
             if not policy.tries_again(outage=isinstance(exc, _OUTAGE), attempts=attempts):
                 await extraction.mark_turn_failed(rt, turn_id=turn_id, error=str(exc))
             raise

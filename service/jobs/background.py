@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from service.flows import cache_sync
+from service.flows import cache_sync, counters
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
@@ -46,6 +46,8 @@ async def running(rt: Runtime, *, workers: bool) -> AsyncIterator[asyncio.Task[N
         name="cache-notices",
     )
     await _until_listening(listener)
+    # this process's counts reach the shared totals every replica reads (flows/counters.py)
+    counting = asyncio.create_task(counters.run_forever(rt), name="counters")
     await requeue_waiting_turns(rt)
     reembedding = await reembed_jobs.start(rt, run_workers=workers)
     indexing = owner_index_jobs.start(rt) if workers else None
@@ -63,6 +65,7 @@ async def running(rt: Runtime, *, workers: bool) -> AsyncIterator[asyncio.Task[N
         await supervision.cancel(indexing)
         await supervision.cancel(job_workers)
         await supervision.cancel(listener)
+        await supervision.cancel(counting)
 
 
 LISTEN_WAIT_S = 10.0

@@ -33,6 +33,26 @@ from service.errors import DatabaseUnavailable, InvalidInput
 
 log = logging.getLogger(__name__)
 
+POOLER_REFUSED_OPTIONS = "unsupported startup parameter"
+"""PgBouncer's refusal of a libpq startup parameter it does not pass on (`options`)."""
+
+
+def unreachable(cause: BaseException) -> DatabaseUnavailable:
+    """The error to raise when a connection or statement failed with `cause`.
+
+    A pooler that refuses the `options` startup parameter (PgBouncer, whose
+    `ignore_startup_parameters` does not list it) is named with the setting that stops the
+    service sending it, not reported as an unreachable database.
+    """
+    if POOLER_REFUSED_OPTIONS in str(cause):
+        return DatabaseUnavailable(
+            "DATABASE_URL leads to a connection pooler (PgBouncer?) that refuses the startup "
+            f"parameters the service sends ({str(cause).strip()}): set "
+            "MEMORY_DATABASE_POOLER=transaction, and MEMORY_LISTEN_DATABASE_URL to a direct "
+            "URL of the database (docs/scaling.md, 'Behind a pooler')"
+        )
+    return DatabaseUnavailable(f"PostgreSQL is not reachable: {cause}")
+
 
 def start_embedded(state_dir: Path) -> tuple[str, Any]:
     """Start (or attach to) the embedded PostgreSQL 16 + pgvector in `state_dir/pgdata`.
@@ -241,9 +261,7 @@ class Database:
             except (OperationalError, InterfaceError) as exc:
                 with contextlib.suppress(Exception):  # the connection may be gone already
                     await session.rollback()
-                raise DatabaseUnavailable(
-                    f"PostgreSQL is not reachable: {exc.orig or exc}"
-                ) from exc
+                raise unreachable(exc.orig or exc) from exc
             except BaseException:
                 await session.rollback()
                 raise
@@ -270,7 +288,7 @@ class Database:
         except DataError as exc:
             raise InvalidInput(_UNSTORABLE) from exc
         except (OperationalError, InterfaceError) as exc:
-            raise DatabaseUnavailable(f"PostgreSQL is not reachable: {exc.orig or exc}") from exc
+            raise unreachable(exc.orig or exc) from exc
 
     async def ping(self) -> None:
         """Raises DatabaseUnavailable unless a trivial query succeeds."""
@@ -278,7 +296,7 @@ class Database:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except Exception as exc:
-            raise DatabaseUnavailable(f"PostgreSQL is not reachable: {exc}") from exc
+            raise unreachable(exc) from exc
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.storage.tables import InstallationSecretRow
 
-__all__ = ["SECRET_BYTES", "secret"]
+__all__ = ["SECRET_BYTES", "number", "secret"]
 
 SECRET_BYTES = 32
 """Length of a generated secret (256 bits)."""
@@ -33,3 +33,12 @@ async def secret(session: AsyncSession, name: str) -> bytes:
     if value is None:  # the row was just written or already there; absence is a bug
         raise RuntimeError(f"installation secret {name!r} is missing after its insert")
     return bytes(value)
+
+
+async def number(session: AsyncSession, name: str) -> int:
+    """The number kept as installation secret `name` (8 bytes, big-endian), 0 when absent;
+    never written here (migration 0011 writes the short ids' legacy limits)."""
+    value = await session.scalar(
+        select(InstallationSecretRow.secret).where(InstallationSecretRow.name == name)
+    )
+    return int.from_bytes(bytes(value), "big") if value is not None else 0

@@ -174,6 +174,23 @@ class InstallationSecretRow(Base):
     )
 
 
+class ServiceCounterRow(Base):
+    """Counters every process of the installation adds to (migration 0016): what the workers
+    did, for the /metrics and /v1/status of any replica (flows/counters.py)."""
+
+    __tablename__ = "service_counters"
+
+    #: the metric's name without `_total` (observability.SHARED_COUNTERS)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: its one label's value ("" for a counter without labels)
+    label: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    #: when the latest of the events counted here happened
+    last_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: a sentence about the latest event (the LLM failure's cause); never user content
+    detail: Mapped[str | None] = mapped_column(Text)
+
+
 class UserSettingsRow(Base):
     """Per-user switches set by `/memory pause` and `/memory resume`."""
 

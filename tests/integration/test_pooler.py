@@ -8,12 +8,14 @@ statements through the pooler, its job workers poll instead of LISTEN, and what 
 from __future__ import annotations
 
 import secrets
+import threading
 from pathlib import Path
 
 import httpx
 import psycopg
+import pytest
 
-from bench.service_process import free_port
+from bench.service_process import ServiceStartError, free_port
 from testkit.extraction_replies import echo_fact
 from testkit.llm_stub import LLMStub
 from testkit.waiting import wait_until
@@ -31,6 +33,44 @@ def _pooled_transactions(pooled_url: str) -> int:
         names = [c.name for c in cursor.description or ()]
         rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     return sum(int(r["total_xact_count"]) for r in rows if r["database"] != "pgbouncer")
+
+
+def _pooled_clients(pooled_url: str) -> int:
+    """Client connections PgBouncer holds for the database now (SHOW CLIENTS, admin excluded)."""
+    admin = pooled_url.rsplit("/", 1)[0] + "/pgbouncer"
+    with psycopg.connect(admin, autocommit=True, prepare_threshold=None) as conn:
+        cursor = conn.execute("SHOW CLIENTS")
+        names = [c.name for c in cursor.description or ()]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    return sum(r["database"] != "pgbouncer" for r in rows)
+
+
+class _PeakClients:
+    """Samples `_pooled_clients` in a thread until stopped; `peak` is the most seen."""
+
+    def __init__(self, pooled_url: str) -> None:
+        self.peak = 0
+        self._url = pooled_url
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, _pooled_clients(self._url))
+
+    def __enter__(self) -> _PeakClients:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+#: what one process may open to the pooler (docs/scaling.md, "Connections"): the pool and as
+#: many overflow (MEMORY_DB_POOL_SIZE 10) and the job queue's pool (MEMORY_JOBS_POOL_SIZE 4);
+#: the cache-notice listener and the index refresh go to MEMORY_LISTEN_DATABASE_URL
+POOLED_BUDGET = 2 * 10 + 4
 
 
 def test_the_service_works_through_pgbouncer_in_transaction_mode(
@@ -56,7 +96,10 @@ def test_the_service_works_through_pgbouncer_in_transaction_mode(
             service.wait_ready(120)
             before = _pooled_transactions(pooled)
             headers = {"Authorization": f"Bearer {key}"}
-            with httpx.Client(base_url=service.url, headers=headers, timeout=30) as client:
+            with (
+                _PeakClients(pooled) as clients,
+                httpx.Client(base_url=service.url, headers=headers, timeout=30) as client,
+            ):
                 for i in range(TURNS):
                     answer = client.post(
                         "/v1/turns",
@@ -84,5 +127,32 @@ def test_the_service_works_through_pgbouncer_in_transaction_mode(
             assert (forgotten.status_code, after_forget) == (204, [])
             assert _pooled_transactions(pooled) > before
             assert "prepared statement" not in service.log_tail(400)
+            print(f"peak client connections to the pooler: {clients.peak}")
+            assert 0 < clients.peak <= POOLED_BUDGET
         finally:
             service.terminate(30)
+
+
+def test_without_the_pooler_setting_the_refusal_names_the_setting(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Issue 29 item 5: PgBouncer refuses libpq `options`; the service said only "PostgreSQL is
+    not reachable … unsupported startup parameter: options"."""
+    with pgbouncer(database_url) as pooled:
+        service = _Process(
+            database_url=pooled,
+            state_dir=tmp_path / "state",
+            port=free_port(),
+            api_key=secrets.token_urlsafe(16),
+            llm_base_url="",
+            llm_model="",
+            log_path=tmp_path / "service.log",
+        )
+        service.start()
+        try:
+            with pytest.raises(ServiceStartError) as refused:
+                service.wait_ready(120)
+        finally:
+            service.terminate()
+    assert "set MEMORY_DATABASE_POOLER=transaction" in str(refused.value)
+    assert "MEMORY_LISTEN_DATABASE_URL" in str(refused.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -13,8 +14,68 @@ from tests.support.memory_stub import closed_port_url
 
 
 def _doctor(env: dict[str, str], *args: str) -> tuple[int, list[str]]:
+    """Doctor on this shell's environment (--local: a service of a neighbour on the default
+    port must not be checked instead); the verdict lines after the line saying so."""
+    result = CliRunner().invoke(app, ["doctor", "--timeout-s", "5", "--local", *args], env=env)
+    first, *lines = result.output.splitlines()
+    assert first == "checked: this shell's environment (--local)", result.output
+    return result.exit_code, lines
+
+
+def _doctor_of_service(env: dict[str, str], *args: str) -> tuple[int, list[str]]:
     result = CliRunner().invoke(app, ["doctor", "--timeout-s", "5", *args], env=env)
     return result.exit_code, result.output.splitlines()
+
+
+def test_doctor_reads_the_running_services_configuration_not_the_shells(
+    service_factory: Any, state_dir: Path
+) -> None:
+    """Issue 29 item 7: in a new shell (no LLM_*, no DATABASE_URL) doctor said "no LLM
+    configured" about itself while the running service had one."""
+    with LLMStub(responder=lambda _: '{"ok": true}') as llm:
+        live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model")
+        port = llm.base_url.split(":")[2].split("/")[0]
+        shell = {"MEMORY_STATE_DIR": str(state_dir)}
+        code, lines = _doctor_of_service(
+            shell, "--service-url", live.base_url, "--api-key", live.api_key
+        )
+        assert code == 0, lines
+        assert (
+            lines[0]
+            == f"checked: the service running at {live.base_url} (its /readyz and /v1/status)"
+        )
+        assert lines[1] == f"OK   service: {live.base_url} is ready (model all-MiniLM-L6-v2)"
+        assert lines[2].startswith(f"OK   service llm: stub-model at 127.0.0.1:{port}: ")
+        assert lines[3].startswith("OK   service database: local socket/test_")
+        assert lines[3].endswith("0 memories, 0 turns waiting, 0 failed")
+        assert lines[-1] == "all 3 checks passed"
+
+        # by default doctor checks the service at MEMORY_HOST:MEMORY_PORT when one answers
+        host_port = live.base_url.removeprefix("http://")
+        code, lines = _doctor_of_service(
+            {
+                **shell,
+                "MEMORY_HOST": host_port.split(":")[0],
+                "MEMORY_PORT": host_port.split(":")[1],
+                "MEMORY_API_KEY": live.api_key,
+            }
+        )
+        assert code == 0, lines
+        assert lines[0].startswith(f"checked: the service running at {live.base_url}")
+
+        # without its key the status is not read, and doctor says what to give
+        code, lines = _doctor_of_service(shell, "--service-url", live.base_url)
+        assert "WARN service status: not read: give the service's API key" in lines[2]
+
+
+def test_doctor_says_when_nothing_answers_at_the_service_url(state_dir: Path) -> None:
+    down = closed_port_url()
+    code, lines = _doctor_of_service({"MEMORY_STATE_DIR": str(state_dir)}, "--service-url", down)
+    assert code == 1
+    assert lines[:2] == [
+        f"checked: the service at {down} (--service-url)",
+        f"FAIL service: nothing answered at {down}",
+    ]
 
 
 def test_a_healthy_setup_passes_every_check(database_url: str, state_dir: Path) -> None:

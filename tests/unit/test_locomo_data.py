@@ -1,7 +1,8 @@
 """bench/locomo.py: evidence ids, session dates, turn groups, facts and questions.
 
-The small hand-written sample pins the rules; the real `locomo10.json` (read from
-`../shared/data/locomo/`) pins the counts of LOCOMO.md.
+The small hand-written samples pin the rules and the invariants; the real `locomo10.json` (read
+from `../shared/data/locomo/`) pins the counts of LOCOMO.md, and its tests skip in a clone
+without it (tests/support/data_sets.py).
 """
 
 import json
@@ -11,6 +12,8 @@ import pytest
 
 from bench import locomo
 from bench.locomo import Fact, QAItem, Turn, TurnGroup
+from tests.support import locomo_sample
+from tests.support.data_sets import require
 
 SAMPLE = {
     "sample_id": "conv-x",
@@ -79,10 +82,18 @@ KNOWN = {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5", "D1:6", "D2:1", "D10:1", "D10:2
 
 @pytest.fixture(scope="module")
 def samples() -> list[dict]:
-    assert locomo.DEFAULT_DATA_PATH.exists(), (
-        f"LoCoMo data not found at {locomo.DEFAULT_DATA_PATH}: the tests read ../shared/"
+    require(
+        locomo.DEFAULT_DATA_PATH,
+        name="LoCoMo's locomo10.json",
+        how="place the data set's locomo10.json there (the project's shared/ folder beside the "
+        "checkout holds it; bench/locomo.py says where it comes from)",
     )
-    return locomo.load_conversations()
+    return locomo.load_conversations(locomo.DEFAULT_DATA_PATH)
+
+
+def own_samples() -> list[dict]:
+    """Our own LoCoMo-shaped conversations, for the invariants the real data set pins at scale."""
+    return [SAMPLE, locomo_sample.sample()]
 
 
 # -- evidence ids ------------------------------------------------------------------------------
@@ -144,14 +155,22 @@ def test_parse_session_date_rejects_other_shapes() -> None:
         locomo.parse_session_date("1:56 pm on 8 Mai, 2023")
 
 
-def test_every_session_date_in_locomo_parses(samples: list[dict]) -> None:
+def _session_dates(samples: list[dict]) -> list[datetime]:
     parsed = [
         locomo.parse_session_date(sample["conversation"][f"session_{n}_date_time"])
         for sample in samples
         for n in locomo.session_numbers(sample)
     ]
-    assert len(parsed) == 272
     assert all(moment.tzinfo is UTC for moment in parsed)
+    return parsed
+
+
+def test_every_session_date_in_locomo_parses(samples: list[dict]) -> None:
+    assert len(_session_dates(samples)) == 272
+
+
+def test_every_session_date_of_our_samples_parses() -> None:
+    assert len(_session_dates(own_samples())) == 3 + 2  # sessions with turns only
 
 
 # -- turns and groups --------------------------------------------------------------------------
@@ -229,7 +248,8 @@ def test_real_conversation_0_starts_as_in_the_data(samples: list[dict]) -> None:
     assert melanie.groups[0].key == "D1:2"
 
 
-def test_every_turn_is_a_user_turn_in_exactly_one_plan(samples: list[dict]) -> None:
+def _turns_each_in_one_plan(samples: list[dict]) -> int:
+    """Checks every turn is a user turn of exactly one speaker's plan; the number of turns."""
     for sample in samples:
         user_ids = [
             turn.dia_id
@@ -238,7 +258,15 @@ def test_every_turn_is_a_user_turn_in_exactly_one_plan(samples: list[dict]) -> N
             for turn in group.user_turns
         ]
         assert sorted(user_ids) == sorted(t.dia_id for t in locomo.conversation_turns(sample))
-    assert sum(len(locomo.conversation_turns(s)) for s in samples) == 5882
+    return sum(len(locomo.conversation_turns(s)) for s in samples)
+
+
+def test_every_turn_is_a_user_turn_in_exactly_one_plan(samples: list[dict]) -> None:
+    assert _turns_each_in_one_plan(samples) == 5882
+
+
+def test_every_turn_of_our_samples_is_a_user_turn_in_exactly_one_plan() -> None:
+    assert _turns_each_in_one_plan(own_samples()) == 9 + locomo_sample.TURNS
 
 
 # -- facts -------------------------------------------------------------------------------------
@@ -273,6 +301,20 @@ def test_each_fact_is_extracted_at_the_group_of_its_last_cited_turn() -> None:
 
 
 def test_every_real_fact_is_assigned_to_exactly_one_group(samples: list[dict]) -> None:
+    assert _facts_each_in_one_group(samples) == (2541, 2540)
+
+
+def test_every_fact_of_our_samples_is_assigned_to_exactly_one_group() -> None:
+    # SAMPLE: Ann's five facts, of which two cite no turn of hers, and Bob's one
+    assert _facts_each_in_one_group(own_samples()) == (
+        6 + locomo_sample.FACTS,
+        4 + locomo_sample.FACTS,
+    )
+
+
+def _facts_each_in_one_group(samples: list[dict]) -> tuple[int, int]:
+    """Checks each fact is extracted at the group of its last cited user turn, once;
+    (facts, facts assigned)."""
     total_facts = total_assigned = 0
     for sample in samples:
         for speaker in locomo.speakers(sample):
@@ -287,7 +329,7 @@ def test_every_real_fact_is_assigned_to_exactly_one_group(samples: list[dict]) -
             assert set(seen) == {f for f in plan.facts if position.keys() & set(f.dia_ids)}
             total_facts += len(plan.facts)
             total_assigned += len(seen)
-    assert (total_facts, total_assigned) == (2541, 2540)
+    return total_facts, total_assigned
 
 
 # -- questions ---------------------------------------------------------------------------------
@@ -304,6 +346,12 @@ def test_questions_are_asked_by_the_speakers_their_text_names() -> None:
         QAItem(6, "Was Annabel there?", "a6", 4, ("D1:1",), ("Ann", "Bob")),  # not "Ann"
     ]
     assert [q.index for q in locomo.load_qa(SAMPLE, categories=(5,))] == [3]
+
+
+def test_our_samples_questions_of_categories_1_to_4_all_have_evidence() -> None:
+    questions = [q for sample in own_samples() for q in locomo.load_qa(sample)]
+    assert len(questions) == 4 + locomo_sample.QUESTIONS
+    assert all(q.evidence and q.category in (1, 2, 3, 4) for q in questions)
 
 
 def test_locomo_has_1536_questions_in_categories_1_to_4(samples: list[dict]) -> None:

@@ -63,3 +63,39 @@ def test_the_permutation_is_a_bijection_of_30_bits():
     assert [codec.unpermute(codec.permute(v)) for v in edges] == edges
     assert all(0 <= codec.permute(v) < 1 << 30 for v in edges)
     assert [codec.parse(t) for t in ("k7m2q", "k7m2qau", "k7m2q!")] == [None, None, None]
+
+
+def _fixed_bijection_id(seq: int) -> str:
+    """The id the versions before migration 0011 showed for `seq`."""
+    mask = (1 << 30) - 1
+    value = ((seq * (0x2C9277B5 & mask | 1)) & mask) ^ (0x1B873593 & mask)
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    return "".join(alphabet[(value >> shift) & 31] for shift in range(25, -1, -5))
+
+
+def test_memories_made_before_the_keyed_ids_keep_theirs_and_no_id_collides():
+    key = secrets.token_bytes(32)
+    upgraded = IdCodec(key, legacy_through=300)
+
+    ids = [upgraded.encode(seq) for seq in SEQS]
+
+    assert ids[:300] == [_fixed_bijection_id(seq) for seq in range(1, 301)]
+    assert len(set(ids)) == len(SEQS)
+    assert [upgraded.parse(i) for i in ids] == list(SEQS)
+    # ids of later memories are keyed: not the fixed bijection's, and unknown to another key
+    later = list(SEQS)[300:]
+    assert sum(upgraded.encode(s) == _fixed_bijection_id(s) for s in later) <= 1
+    assert (
+        sum(
+            IdCodec(secrets.token_bytes(32), legacy_through=300).encode(s) == upgraded.encode(s)
+            for s in later
+        )
+        <= 1
+    )
+
+
+def test_an_installation_without_old_memories_keeps_its_keyed_ids():
+    key = secrets.token_bytes(32)
+    assert [IdCodec(key, legacy_through=0).encode(s) for s in SEQS] == [
+        IdCodec(key).encode(s) for s in SEQS
+    ]

@@ -1,0 +1,123 @@
+"""Every repository file the docs cite exists (issue 29 item 6: the docs cited
+`scripts/check-install.sh`, `docs/howto/container.Dockerfile` and `bench/LOCOMO.md`).
+
+Read: README.md, every Markdown file under docs/, the deployment recipes in docs/howto/deploy/,
+the scripts in scripts/ and .ci/, and the module docstrings of bench/*.py.
+A citation is a path that starts at a top-level entry of the repository (`service/…`,
+`docs/…`, `Makefile`…) or a Markdown link to a relative target; paths outside the repository
+(`../shared/…`) and URLs are not checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from fnmatch import fnmatch
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TOP_LEVEL = (
+    ".ci/",
+    "bench/",
+    "docs/",
+    "filter/",
+    "migrations/",
+    "scripts/",
+    "service/",
+    "testkit/",
+    "tests/",
+)
+TOP_FILES = ("Makefile", "pyproject.toml", "README.md", "CHANGELOG.md", "setup.py", ".dockerignore")
+
+MADE_AT_RUN_TIME = {
+    "bench/.work": "the benchmarks' scratch folder (git-ignored)",
+    "service/bundled": "made by the wheel build from migrations/ and filter/",
+}
+"""Cited paths that are not in a checkout, and who makes them."""
+
+_PATH = re.compile(r"(?<![\w./~:@-])((?:\.\./|\./)?[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+/?)")
+_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+_TEMPLATE = re.compile(r"[{}<>*\[]")
+_OUTPUT = re.compile(r"--out\s+$")
+
+
+def _texts() -> Iterator[tuple[Path, str]]:
+    scripts = [
+        p
+        for folder in ("docs/howto/deploy", "scripts", ".ci")
+        for p in sorted((ROOT / folder).iterdir())
+        if p.is_file()
+    ]
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *scripts]:
+        yield path, path.read_text(encoding="utf-8")
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        if doc:
+            yield path, doc
+
+
+def _exists(cited: str, base: Path) -> bool:
+    cited = cited.rstrip("/.:,;")
+    if cited.rstrip("/") in MADE_AT_RUN_TIME:
+        return True
+    for where in (ROOT / cited, base / cited):
+        if where.exists():
+            return True
+        # a module path such as tests/support/races.race_runtime names races.py
+        stem = where.name.split(".", 1)[0]
+        if "." in where.name and (where.parent / f"{stem}.py").exists():
+            return True
+    return False
+
+
+def _citations(path: Path, text: str) -> Iterator[str]:
+    for match in _PATH.finditer(text):
+        cited = match.group(1)
+        rooted = cited.startswith(TOP_LEVEL) or cited.split("/")[0] in TOP_FILES
+        written = _OUTPUT.search(text[max(0, match.start() - 8) : match.start()])
+        templated = _TEMPLATE.search(text[match.start() : match.end() + 1])
+        if rooted and not written and not templated:  # a command's output or a pattern
+            yield cited
+    if path.suffix == ".md":
+        for match in _LINK.finditer(text):
+            target = match.group(1)
+            if "://" in target or target.startswith(("mailto:", "../../shared", "../shared")):
+                continue
+            if path.parent.joinpath(target).resolve().is_relative_to(ROOT):
+                yield target
+
+
+def test_every_cited_repository_file_exists() -> None:
+    missing = [
+        f"{path.relative_to(ROOT)}: {cited}"
+        for path, text in _texts()
+        for cited in _citations(path, text)
+        if not _exists(cited, path.parent)
+    ]
+    assert missing == []
+
+
+def test_the_checker_finds_a_missing_file(tmp_path: Path) -> None:
+    doc = tmp_path / "page.md"
+    text = (
+        "Run `scripts/check-install.sh`, see [the recipe](deploy/Dockerfile) "
+        "and `docs/howto/deploy.md`."
+    )
+    found = [c for c in _citations(ROOT / "docs" / "page.md", text) if not _exists(c, doc.parent)]
+    assert found == ["scripts/check-install.sh", "deploy/Dockerfile"]
+
+
+LOCAL_ONLY = (".state", ".venv", ".e2e", ".git", "eval-run", "bench/.work", ".mypy_cache")
+"""What a `docker build` context must leave out: the database and API key (.state), the
+environments, the end-to-end and evaluation runs, caches."""
+
+
+def test_the_image_build_context_leaves_local_state_out() -> None:
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert [name for name in LOCAL_ONLY if not any(fnmatch(name, p) for p in patterns)] == []
