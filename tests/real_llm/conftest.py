@@ -1,4 +1,4 @@
-"""A real llama.cpp server for the whole run (SmolLM2-135M unless MEMORY_REAL_LLM_MODEL says).
+"""A real llama.cpp server for the whole run (SmolLM2-135M unless MEMORY_TESTS_REAL_LLM_MODEL says).
 
 Without llama-cpp-python[server] or the registry model the tests skip with a sentence saying
 how to get them; with MEMORY_TESTS_REQUIRE_REAL_LLM=1 (CI sets it) they fail instead, so a
@@ -26,7 +26,7 @@ HOW_TO = (
 
 @pytest.fixture(scope="session")
 def real_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalLLMServer]:
-    key = os.environ.get("MEMORY_REAL_LLM_MODEL", "smollm2-135m")
+    key = os.environ.get("MEMORY_TESTS_REAL_LLM_MODEL", "smollm2-135m")
     required = os.environ.get("MEMORY_TESTS_REQUIRE_REAL_LLM") == "1"
     log = Path(tmp_path_factory.mktemp("llama")) / "server.log"
     server = LocalLLMServer(key, log_path=log)

@@ -4,7 +4,7 @@ The model is small and its answers are not scripted, so these tests assert the p
 invariants, not particular facts: whatever the model answers, the result is valid memories
 or none — nothing from the assistant's reply, no secret, nothing that is a copy of a prompt
 placeholder, no crash, no turn left waiting. Each test is a few calls (CI runs them on the
-135M model; `MEMORY_REAL_LLM_MODEL=qwen2.5-1.5b` runs them on the 1.5B one).
+135M model; `MEMORY_TESTS_REAL_LLM_MODEL=qwen2.5-1.5b` runs them on the 1.5B one).
 
 Every request reaches the model through a recording proxy (`testkit.local_llm.Forwarder`), so
 a test also checks what was sent: no secret ever leaves the service.
@@ -58,12 +58,12 @@ PROFILE_PROMPT_START = PROFILE_PROMPT[:40]
 def proxy(
     real_llm: LocalLLMServer, request: pytest.FixtureRequest
 ) -> Iterator[tuple[LLMStub, Forwarder]]:
-    """The recording proxy; with MEMORY_REAL_LLM_LOG set, each call is appended there as a
+    """The recording proxy; with MEMORY_TESTS_REAL_LLM_LOG set, each call is appended there as a
     JSON line (test, seconds, tokens, the model's answer) for the docs' figures."""
     forwarder = Forwarder(real_llm)
     with LLMStub(responder=forwarder) as stub:
         yield stub, forwarder
-    log = os.environ.get("MEMORY_REAL_LLM_LOG")
+    log = os.environ.get("MEMORY_TESTS_REAL_LLM_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as out:
             for exchange in forwarder.exchanges:
@@ -163,9 +163,11 @@ def test_a_broken_first_answer_gets_a_repair_call_to_the_model(
 
 
 def _jobs_idle(database_url: str) -> bool:
+    """No job running and none due (a batch waiting for its quiet period is not due)."""
     with psycopg.connect(database_url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+            "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing' OR "
+            "(status = 'todo' AND (scheduled_at IS NULL OR scheduled_at <= now()))"
         ).fetchone()
     return row is not None and row[0] == 0
 
@@ -202,6 +204,14 @@ def test_chat_summary_of_a_long_chat_is_valid_or_absent(
     database_url: str,  # type: ignore[no-untyped-def]
 ) -> None:
     stub, forwarder = proxy
+
+    def nothing_to_extract(request: dict[str, Any]) -> str | None:
+        # extraction answers "nothing" at once, so that the turns are done and the summary
+        # call (the kind under test) is the one the model answers
+        last = str((request.get("messages") or [{}])[-1].get("content"))
+        return None if "<chat_summary>" in last else '{"operations": []}'
+
+    forwarder.local = nothing_to_extract
     live = service_factory(
         LLM_BASE_URL=stub.base_url,
         LLM_MODEL="real",
@@ -220,11 +230,14 @@ def test_chat_summary_of_a_long_chat_is_valid_or_absent(
         _turn(live, f"m{i}", line, "Noted.")
     _not_stuck(live)
     wait_until(lambda: _jobs_idle(database_url), what="the summary job", timeout_s=SLOW_S)
+    assert forwarder.exchanges, "no summary call reached the model"
     with psycopg.connect(database_url) as conn:
-        rows = conn.execute("SELECT summary FROM chat_summaries").fetchall()
+        rows = conn.execute(
+            "SELECT content FROM memories WHERE source_kind = 'chat_summary'"
+        ).fetchall()
     for (summary,) in rows:
-        assert SECRET not in (summary or "")
-    _assert_valid(_memories(live))
+        assert SECRET not in summary and not PLACEHOLDER.search(summary), summary
+        assert len(summary) <= limits.MAX_FACT_CHARS, summary
     _assert_nothing_secret_sent(forwarder)
 
 
@@ -272,6 +285,7 @@ def test_remember_click_stores_valid_memories_or_none(
             "content": f"I'm allergic to penicillin. My bank PIN password is {SECRET}.",
             "author_id": "ana",
         },
+        timeout=SLOW_S,  # the click waits for the model
     )
     assert response.status_code == 200, response.text
     done = response.json()
@@ -294,7 +308,9 @@ def test_import_of_pasted_text_previews_valid_memories_only(
         "/memory import\nI grow tomatoes on my balcony and I run 10 km every Sunday.\n"
         f"My email password is {SECRET}."
     )
-    answer = live.client.post("/v1/commands", json={"chat": CHAT, "command": pasted})
+    answer = live.client.post(
+        "/v1/commands", json={"chat": CHAT, "command": pasted}, timeout=SLOW_S
+    )
     assert answer.status_code == 200, answer.text
     text = answer.json()["text"]
     assert SECRET not in text and ASSISTANT_ONLY not in text
@@ -303,6 +319,7 @@ def test_import_of_pasted_text_previews_valid_memories_only(
         confirm = live.client.post(
             "/v1/commands",
             json={"chat": CHAT, "command": f"/memory import confirm {found.group(1)}"},
+            timeout=SLOW_S,
         )
         assert confirm.status_code == 200, confirm.text
     _assert_valid(_memories(live))
