@@ -1,0 +1,71 @@
+"""Wallet seed phrases: a run of words from a BIP-39 word list (PyPI `mnemonic`, the
+reference implementation, ships the twelve lists).
+
+A BIP-39 phrase is 12, 15, 18, 21 or 24 words of one list. Ordinary prose never has twelve
+such words in a row: the lists leave out "the", "and", "is", "to", "of" and the other
+function words. A run is counted over words separated by blanks, commas or list numbering
+("1. abandon 2. ability …"), so a phrase pasted as a numbered list is found too; one word
+outside the list (a typo) does not end a run.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from functools import cache
+
+from mnemonic import Mnemonic
+
+MIN_WORDS = 12
+"""The shortest BIP-39 phrase (128 bits of entropy)."""
+
+# Latin, Cyrillic, Hangul and kana words; separators are blanks (the ideographic space of
+# Japanese phrases too), commas, hyphens and list numbers.
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_GAP = re.compile(r"^(?:[\s,;\-\u3000]|\d{1,2}[.)]?)*$")
+
+
+def _fold(word: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+@cache
+def _words() -> frozenset[str]:
+    """Every word of every list, case- and accent-folded (2048 words a language)."""
+    return frozenset(
+        _fold(word)
+        for language in Mnemonic.list_languages()
+        for word in Mnemonic(language).wordlist
+    )
+
+
+def seed_phrase_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Character spans of the BIP-39-like runs of at least `MIN_WORDS` words in `text`."""
+    words = _words()
+    run: list[re.Match[str]] = []
+    misses = 0
+    previous_end = 0
+
+    def close() -> Iterator[tuple[int, int]]:
+        hits = [m for m in run if _fold(m.group(0)) in words]
+        if len(hits) >= MIN_WORDS:
+            yield hits[0].start(), hits[-1].end()
+
+    for match in _WORD.finditer(text):
+        gap = text[previous_end : match.start()]
+        previous_end = match.end()
+        if run and not _GAP.match(gap):
+            yield from close()
+            run, misses = [], 0
+        if _fold(match.group(0)) in words:
+            run.append(match)
+            continue
+        misses += 1
+        if misses > 1 or not run:
+            yield from close()
+            run, misses = [], 0
+        else:
+            run.append(match)
+    yield from close()
