@@ -190,12 +190,22 @@ def assignment_hits(line: str) -> Iterator[Hit]:
             yield Hit(start, end, "password" if "pass" in match.group(0).lower() else "secret")
 
 
+# Public wallet addresses (Base58Check P2PKH/P2SH, bech32) are meant to be shared.
+_ADDRESS = re.compile(r"[13][1-9A-HJ-NP-Za-km-z]{25,34}|bc1[02-9ac-hj-np-z]{11,87}")
+_PATH_WORD = re.compile(r"^[a-z]{3,}$")
+
+
 def entropy_hits(text: str, *, min_chars: int = 32) -> Iterator[Hit]:
     """Long runs of base64 or hex characters random enough to be keys (the library's Shannon
-    entropy limits), minus UUIDs, sequences and runs of one letter case (identifiers)."""
+    entropy limits), minus UUIDs, sequences, wallet addresses and URL paths (a shared
+    document's id in its link is an address, not a credential)."""
     for match in _TOKEN.finditer(text):
         value = match.group(0)
         if len(value) < min_chars or heuristic.is_potential_uuid(value):
+            continue
+        if _ADDRESS.fullmatch(value) or text[match.start() - 1 : match.start()] in (".", "/"):
+            continue
+        if "/" in value and any(_PATH_WORD.match(part) for part in value.split("/")):
             continue
         if heuristic.is_sequential_string(value):
             continue

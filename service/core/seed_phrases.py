@@ -22,7 +22,7 @@ MIN_WORDS = 12
 
 # Latin, Cyrillic, Hangul and kana words; separators are blanks (the ideographic space of
 # Japanese phrases too), commas, hyphens and list numbers.
-_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u3099\u309a])+")  # combining marks of NFD text too
 _GAP = re.compile(r"^(?:[\s,;\-\u3000]|\d{1,2}[.)]?)*$")
 
 
