@@ -404,6 +404,9 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=-]*")
+
+
 def _hits(text: str) -> list[Hit]:
     """Every span the library's detectors and the formats above find, overlaps merged."""
     found = [
@@ -420,6 +423,11 @@ def _hits(text: str) -> list[Hit]:
             for h in secret_library.assignment_hits(line)
         ]
         offset += len(line)
+    # a key never ends inside a token (the library's JWT pattern stops before the signature)
+    found = [
+        Hit(h.start, _TOKEN_TAIL.match(text, h.end).end(), h.kind) if h.kind == "key" else h  # type: ignore[union-attr]
+        for h in found
+    ]
     merged: list[Hit] = []
     for hit in sorted(found, key=lambda h: (h.start, -h.end)):
         if merged and hit.start < merged[-1].end:
@@ -452,7 +460,7 @@ _DANGLING = re.compile(
 # What starts the next line of a prompt or transcript before the user's words ("user: ",
 # "[m3] user: ", "- ").
 _LINE_PREFIX = re.compile(
-    r"^\s*(?:\[[^\]\n]{1,20}\]\s*)?(?:(?:user|assistant|human)\s*:\s*)?(?:[-*]\s+)?"
+    r"^\s*(?:(?!\[redacted)\[[^\]\n]{1,20}\]\s*)?(?:(?:user|assistant|human)\s*:\s*)?(?:[-*]\s+)?"
 )
 _FIRST_TOKEN = re.compile(rf"{_NOT_PLACEHOLDER}(?:{_QUOTED}|[^\s,;\"<>]+)")
 
@@ -484,6 +492,8 @@ def _continue_value(text: str) -> str:
     secret, after = _split_value(token.group(0))
     rest = text[token.end() :].strip()
     plain = secret.casefold()
+    if _UNIT_AFTER.match(text[token.end() :]):
+        return text
     single = not rest or rest[:1] in ".!?"
     if plain.strip(_TRAILING) in _ORDINARY | _REPLIES or _DESCRIPTIVE.match(plain):
         return text

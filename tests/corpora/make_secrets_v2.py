@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a table of formats and sentences: one entry a line reads best)
 """Writes tests/corpora/secrets_v2.json: secrets in the formats their issuers publish, in the
 sentences chat users write them in, and look-alikes that must stay as they are.
 
@@ -622,7 +623,7 @@ KINDS: list[tuple[str, Value, list[str]]] = [
             "hasło: {v}",
             "şifre: {v}",
             "senha: {v}",
-            "密码：{v}",
+            "密码\uff1a{v}",
             "パスワード: {v}",
             "비밀번호: {v}",
             "mật khẩu: {v}",
