@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from service.core import secret_formats, secret_library, seed_phrases
 from service.core.secret_library import Hit
@@ -510,6 +511,16 @@ def _split_lines(text: str) -> str:
     return "\n".join(lines)
 
 
+@lru_cache(maxsize=8192)
+def _redact_alone(text: str) -> str:
+    """The layers on one text. Cached: the same memories are rendered into every injected
+    block, and one pass of all the detectors costs about a millisecond per 100 characters."""
+    text = _replace_hits(text)
+    for pattern, replace in _RULES:
+        text = pattern.sub(replace, text)
+    return text
+
+
 def redact(text: str, *, previous: str | None = None) -> str:
     """`text` with every credential replaced by a placeholder naming its kind.
 
@@ -522,9 +533,7 @@ def redact(text: str, *, previous: str | None = None) -> str:
     """
     if not text:
         return text
-    text = _replace_hits(text)
-    for pattern, replace in _RULES:
-        text = pattern.sub(replace, text)
+    text = _redact_alone(text)
     if previous and _dangles(previous):
         text = _continue_value(text)
     if "\n" in text:

@@ -100,6 +100,9 @@ _BLOCK_END = re.compile(
     r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|---- END SSH2 ENCRYPTED PRIVATE KEY ----"
     r"|Private-MAC: *[0-9a-fA-F]+"
 )
+# Substrings every keyword of the library's DENYLIST contains (api_key, db_pass, pwd, secret,
+# contraseña, …)
+_ASSIGNMENT_WORDS = ("key", "pass", "pwd", "secret", "contrase")
 _PUTTY = re.compile(r"PuTTY-User-Key-File-\d")
 _TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{32,}={0,2}(?![A-Za-z0-9+/=_-])")
 _QUOTES = "\"'` "
@@ -166,6 +169,9 @@ def assignment_hits(line: str) -> Iterator[Hit]:
     """Values of secret-named assignments in one line (`password: x`, `api_key = "x"`,
     `DB_PASSWORD=x`), by the library's keyword detector. In prose the library's value runs
     to the end of the line, so the value is cut at the first blank unless it is quoted."""
+    folded = line.casefold()
+    if not any(word in folded for word in _ASSIGNMENT_WORDS):
+        return  # none of the detector's keywords: skip its backtracking patterns
     for pattern, group in _ASSIGNMENTS.items():
         for match in pattern.finditer(line):
             start, end = _value_span(match, group)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, lru_cache
 
 from mnemonic import Mnemonic
 
@@ -23,9 +23,10 @@ MIN_WORDS = 12
 # Latin, Cyrillic, Hangul and kana words; separators are blanks (the ideographic space of
 # Japanese phrases too), commas, hyphens and list numbers.
 _WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u3099\u309a])+")  # combining marks of NFD text too
-_GAP = re.compile(r"^(?:[\s,;\-\u3000]|\d{1,2}[.)]?)*$")
+_GAP = re.compile(r"(?:[\s,;\-\u3000]|\d{1,2}[.)]?)*$")
 
 
+@lru_cache(maxsize=65536)
 def _fold(word: str) -> str:
     decomposed = unicodedata.normalize("NFKD", word.casefold())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
@@ -43,29 +44,31 @@ def _words() -> frozenset[str]:
 
 def seed_phrase_spans(text: str) -> Iterator[tuple[int, int]]:
     """Character spans of the BIP-39-like runs of at least `MIN_WORDS` words in `text`."""
+    if len(text.split()) < MIN_WORDS and text.count(",") < MIN_WORDS - 1:
+        return  # too few words for a phrase (the common case, checked cheaply)
     words = _words()
-    run: list[re.Match[str]] = []
+    run: list[re.Match[str]] = []  # the words of the current run, one miss allowed
     misses = 0
     previous_end = 0
-
-    def close() -> Iterator[tuple[int, int]]:
-        hits = [m for m in run if _fold(m.group(0)) in words]
-        if len(hits) >= MIN_WORDS:
-            yield hits[0].start(), hits[-1].end()
-
     for match in _WORD.finditer(text):
-        gap = text[previous_end : match.start()]
+        joined = not run or _GAP.match(text, previous_end, match.start()) is not None
         previous_end = match.end()
-        if run and not _GAP.match(gap):
-            yield from close()
+        listed = _fold(match.group(0)) in words
+        if run and (not joined or (not listed and misses)):
+            yield from _closed(run, words)
             run, misses = [], 0
-        if _fold(match.group(0)) in words:
+        if listed:
             run.append(match)
-            continue
-        misses += 1
-        if misses > 1 or not run:
-            yield from close()
-            run, misses = [], 0
-        else:
+        elif run:
+            misses += 1
             run.append(match)
-    yield from close()
+    yield from _closed(run, words)
+
+
+def _closed(run: list[re.Match[str]], words: frozenset[str]) -> Iterator[tuple[int, int]]:
+    """The span of `run` from its first to its last listed word, when it has enough."""
+    if len(run) < MIN_WORDS:
+        return
+    hits = [m for m in run if _fold(m.group(0)) in words]
+    if len(hits) >= MIN_WORDS:
+        yield hits[0].start(), hits[-1].end()

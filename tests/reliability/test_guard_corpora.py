@@ -187,6 +187,8 @@ async def test_the_report_half_of_corpus_v2_meets_the_goals_through_the_service(
             "lookalikes": len(lookalikes),
             "lookalikes_kept": len(lookalikes) - len(damaged),
             "paths": ["chat turn (ledger, LLM, extraction, audit)", "/memory add"],
+            "missed": leaked,
+            "changed": damaged,
         },
     )
     assert caught >= GOAL_CAUGHT, leaked
