@@ -102,11 +102,11 @@ _QUERY_SECRET = re.compile(
     re.IGNORECASE,
 )
 _OTPAUTH = re.compile(
-    r"(otpauth(?:-migration)?://[^\s?]*\?(?:[^\s]*?[&?])?)(secret|data)=([^&\s]+)"
+    r"(otpauth(?:-migration)?://[^\s?]{0,200}\?(?:[^\s]{0,400}?[&?])?)(secret|data)=([^&\s]+)"
 )
 
 # --- Wi-Fi QR codes: WIFI:T:WPA;S:name;P:password;; (the P field, backslash escapes) -------
-_WIFI = re.compile(r"(WIFI:(?:[^\n]*?;)?P:)((?:\\.|[^;\\\n])+)", re.IGNORECASE)
+_WIFI = re.compile(r"(WIFI:(?:[^\n]{0,160}?;)?P:)((?:\\.|[^;\\\n])+)", re.IGNORECASE)
 
 # --- command lines (group 2 is the secret) -------------------------------------------------
 _VALUE = r"(?:'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]+)"
@@ -116,31 +116,31 @@ _COMMAND_SECRETS = (
     rf"client-secret|storepass|keypass|auth-token|access-token)(?:[= ]+))({_VALUE})",
     # sshpass -p x; redis-cli -a x; ldapsearch -w x; sqlcmd -P x; docker login -p x
     rf"(\bsshpass\s+(?:-\w\s+)*-p\s*)({_VALUE})",
-    rf"(\bredis-cli\b[^\n]*?\s-a\s+)({_VALUE})",
-    rf"(\bldap(?:search|add|modify|delete|passwd|whoami)\b[^\n]*?\s-w\s+)({_VALUE})",
-    rf"(\b(?:sqlcmd|bcp|isql)\b[^\n]*?\s-P\s*)({_VALUE})",
-    rf"(\b(?:docker|podman|helm|nerdctl)\s+(?:registry\s+)?login\b[^\n]*?\s-p\s+)({_VALUE})",
+    rf"(\bredis-cli\b[^\n]{{0,160}}?\s-a\s+)({_VALUE})",
+    rf"(\bldap(?:search|add|modify|delete|passwd|whoami)\b[^\n]{{0,160}}?\s-w\s+)({_VALUE})",
+    rf"(\b(?:sqlcmd|bcp|isql)\b[^\n]{{0,160}}?\s-P\s*)({_VALUE})",
+    rf"(\b(?:docker|podman|helm|nerdctl)\s+(?:registry\s+)?login\b[^\n]{{0,160}}?\s-p\s+)({_VALUE})",
     # mysql -pSECRET (attached), mysql -p SECRET is a database name: only the attached form
     rf"(\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump|mongo|mongosh|mongodump)\b"
-    rf"[^\n]*?\s-p)((?!\s){_VALUE})",
-    rf"(\b(?:mongo|mongosh|mongodump|mongorestore)\b[^\n]*?\s-p\s+)({_VALUE})",
+    rf"[^\n]{{0,160}}?\s-p)((?!\s){_VALUE})",
+    rf"(\b(?:mongo|mongosh|mongodump|mongorestore)\b[^\n]{{0,160}}?\s-p\s+)({_VALUE})",
     # 7z -pSECRET, unrar -pSECRET, zip -P SECRET, openssl -pass pass:SECRET
-    r"(\b(?:7z|7za|unrar|rar)\b[^\n]*?\s-p)((?!\s)[^\s'\"]+)",
-    rf"(\bzip\b[^\n]*?\s-P\s+)({_VALUE})",
+    r"(\b(?:7z|7za|unrar|rar)\b[^\n]{0,160}?\s-p)((?!\s)[^\s'\"]+)",
+    rf"(\bzip\b[^\n]{{0,160}}?\s-P\s+)({_VALUE})",
     rf"((?:-pass(?:in|out)?|-passwd)\s+(?:pass|env):)({_VALUE})",
     # curl -u user:pass, --user user:pass, wget --http-password covered above
-    r"((?:\bcurl\b[^\n]*?\s)(?:-u|--user|--proxy-user)\s+['\"]?[^\s:'\"]+:)([^\s'\"@]+)",
+    r"((?:\bcurl\b[^\n]{0,160}?\s)(?:-u|--user|--proxy-user)\s+['\"]?[^\s:'\"]+:)([^\s'\"@]+)",
     # smbclient -U user%pass, rdesktop/xfreerdp /p:pass, net use … /user:x pass
-    r"(\bsmbclient\b[^\n]*?-U\s+['\"]?[^\s%'\"]+%)([^\s'\"]+)",
-    rf"(\b(?:xfreerdp|wlfreerdp|sdl-freerdp)\b[^\n]*?\s/p:)({_VALUE})",
-    rf"(\brdesktop\b[^\n]*?\s-p\s+)({_VALUE})",
+    r"(\bsmbclient\b[^\n]{0,160}?-U\s+['\"]?[^\s%'\"]+%)([^\s'\"]+)",
+    rf"(\b(?:xfreerdp|wlfreerdp|sdl-freerdp)\b[^\n]{{0,160}}?\s/p:)({_VALUE})",
+    rf"(\brdesktop\b[^\n]{{0,160}}?\s-p\s+)({_VALUE})",
     rf"(\bnet\s+use\s+\S+\s+)({_VALUE})(?=\s+/user:)",
     rf"(\bhtpasswd\s+(?:-\w+\s+)*-b\w*\s+\S+\s+\S+\s+)({_VALUE})",
     # ssh-keygen -N pass, openssl … -k pass
-    rf"(\bssh-keygen\b[^\n]*?\s-N\s+)({_VALUE})",
+    rf"(\bssh-keygen\b[^\n]{{0,160}}?\s-N\s+)({_VALUE})",
     # env assignment before a command: PGPASSWORD=x psql, MYSQL_PWD=x mysql
-    rf"((?<![\w$])(?:[A-Z0-9]+_)*(?:PASSWORD|PASSWD|PWD|PASS|PASSPHRASE|SECRET|TOKEN|APIKEY|"
-    rf"API_KEY|ACCESS_KEY|PRIVATE_KEY|SECRET_KEY|AUTH|CREDENTIALS?|DSN)(?:_[A-Z0-9]+)*"
+    rf"((?<![\w$])[A-Z0-9_]{{0,60}}?(?:PASSWORD|PASSWD|PWD|PASS|PASSPHRASE|SECRET|TOKEN|APIKEY|"
+    rf"API_KEY|ACCESS_KEY|PRIVATE_KEY|SECRET_KEY|AUTH|CREDENTIALS?|DSN)(?:_[A-Z0-9]{{1,20}}){{0,3}}"
     rf"\s*=\s*)({_VALUE})",
 )
 _COMMANDS = tuple(re.compile(p) for p in _COMMAND_SECRETS)

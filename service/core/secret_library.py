@@ -127,18 +127,38 @@ def _has_digit(value: str) -> bool:
     return any(c.isdigit() for c in value)
 
 
+# Literals without which a plugin's patterns cannot match: those patterns backtrack over the
+# rest of the text at every prefix ("sk-sk-sk-…" costs seconds), so they only run when the
+# literal is there. JWTs are read token by token for the same reason.
+_REQUIRED = {OpenAIDetector: "T3BlbkFJ", NpmDetector: "_authToken"}
+_NON_BLANK = re.compile(r"\S+")
+
+
+def _plugin_matches(plugin: RegexBasedDetector, text: str) -> Iterator[re.Match[str]]:
+    required = _REQUIRED.get(type(plugin))
+    if required is not None and required not in text:
+        return
+    if isinstance(plugin, JwtTokenDetector):
+        for token in _NON_BLANK.finditer(text):
+            if "eyJ" in token.group(0):
+                for pattern in plugin.denylist:
+                    yield from pattern.finditer(text, token.start(), token.end())
+        return
+    for pattern in plugin.denylist:
+        yield from pattern.finditer(text)
+
+
 def provider_hits(text: str) -> Iterator[Hit]:
     """Provider keys and tokens by the library's patterns, passwords in URLs."""
     for plugin in _PROVIDERS:
-        for pattern in plugin.denylist:
-            for match in pattern.finditer(text):
-                start, end = _value_span(match)
-                value = text[start:end]
-                # Artifactory's "AP…" password pattern also fits capitalised words
-                # ("APEXLEGENDS"); every real token of the family has digits.
-                if not value or heuristic.is_sequential_string(value) or not _has_digit(value):
-                    continue
-                yield Hit(start, end, "key")
+        for match in _plugin_matches(plugin, text):
+            start, end = _value_span(match)
+            value = text[start:end]
+            # Artifactory's "AP…" password pattern also fits capitalised words
+            # ("APEXLEGENDS"); every real token of the family has digits.
+            if not value or heuristic.is_sequential_string(value) or not _has_digit(value):
+                continue
+            yield Hit(start, end, "key")
     for pattern in _BASIC_AUTH.denylist:
         for match in pattern.finditer(text):
             start, end = match.span(1)
@@ -168,32 +188,58 @@ def private_key_hits(text: str) -> Iterator[Hit]:
 def assignment_hits(line: str) -> Iterator[Hit]:
     """Values of secret-named assignments in one line (`password: x`, `api_key = "x"`,
     `DB_PASSWORD=x`), by the library's keyword detector. In prose the library's value runs
-    to the end of the line, so the value is cut at the first blank unless it is quoted."""
+    to the end of the line, so the value is cut at the first blank unless it is quoted.
+
+    The library's patterns backtrack over the rest of the line at every keyword (quadratic
+    in a long line of keywords), so a long line is read in overlapping windows of
+    `_WINDOW` characters: an assignment is short, and the cost stays linear."""
     folded = line.casefold()
     if not any(word in folded for word in _ASSIGNMENT_WORDS):
         return  # none of the detector's keywords: skip its backtracking patterns
+    if len(line) <= _WINDOW:
+        yield from _assignments(line, 0, line)
+        return
+    for offset in range(0, len(line) - _WINDOW // 2, _WINDOW // 2):
+        yield from _assignments(line[offset : offset + _WINDOW], offset, line)
+
+
+_WINDOW = 512
+
+
+def _assignments(window: str, offset: int, line: str) -> Iterator[Hit]:
     for pattern, group in _ASSIGNMENTS.items():
-        for match in pattern.finditer(line):
+        if pattern is keyword.FOLLOWED_BY_QUOTES_AND_SEMICOLON_REGEX and ";" not in window:
+            continue
+        position = 0
+        # the library's value runs to the end of the line: search again after the cut value,
+        # so that a second assignment on the line is found too
+        while (match := pattern.search(window, position)) is not None:
             start, end = _value_span(match, group)
             if start < 0:
+                position = match.end()
                 continue
-            opening = line[start - 1] if start > 0 else ""
+            opening = window[start - 1] if start > 0 else ""
             if opening not in "\"'`":
-                blank = re.search(r"\s", line[start:end])
+                blank = re.search(r"\s", window[start:end])
                 if blank:
                     end = start + blank.start()
-                while end > start and line[end - 1] in ".,;:!?)]}":
+                elif end == len(window):  # the window cut the value: it goes on in the line
+                    more = re.compile(r"\S*").match(line, offset + end)
+                    end = (more.end() if more else offset + end) - offset
+                while end > start and line[offset + end - 1] in ".,;:!?)]}":
                     end -= 1
-            value = line[start:end]
+            position = max(match.start() + 1, min(end, len(window)))
+            value = line[offset + start : offset + end]
             if (
                 not value
                 or heuristic.is_templated_secret(value)
                 or heuristic.is_prefixed_with_dollar_sign(value)
                 or heuristic.is_not_alphanumeric_string(value)
-                or heuristic.is_indirect_reference(line[match.start() : end + 1])
+                or heuristic.is_indirect_reference(window[match.start() : end + 1])
             ):
                 continue
-            yield Hit(start, end, "password" if "pass" in match.group(0).lower() else "secret")
+            kind = "password" if "pass" in match.group(0).lower() else "secret"
+            yield Hit(offset + start, offset + end, kind)
 
 
 # Public wallet addresses (Base58Check P2PKH/P2SH, bech32) are meant to be shared.
