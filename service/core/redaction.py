@@ -10,20 +10,28 @@ card number]", …), so the fact around it stays readable ("User's home wifi pas
 [redacted password]"). Callers decide what to do with a fact that is little more than a
 placeholder (`mostly_redacted`).
 
-Two families of rules:
+Three layers, in this order:
 
-- *shapes* that are secrets wherever they appear: provider API keys (OpenAI, Anthropic,
-  Stripe, AWS, GitHub, GitLab, Slack, Google, Hugging Face, npm, SendGrid, Telegram,
-  DigitalOcean), JWTs, bearer tokens, private key blocks, passwords inside connection
-  strings, card numbers (Luhn checksum and issuer prefix), IBANs (ISO 13616 mod-97
-  checksum), US social security numbers;
-- *labels* ("password", "PIN", "door code", "cvv", "mot de passe", "Passwort", "contraseña",
-  "senha", "パスワード", …) followed by a value: after ":" or "=" any value; after a word
-  such as "is"/"est"/"ist"/"lautet" a value that is not an ordinary word; with nothing in
-  between only a value that looks like a code (digits, mixed case or symbols). PINs and
-  codes need a digit, so "reset my PIN tomorrow" or "the dress code is casual" stay.
+- the detectors of detect-secrets (`service/core/secret_library.py`): provider patterns,
+  assignments (`password: x`, `DB_PASSWORD=x`), private key blocks, high-entropy runs;
+- formats it does not know (`service/core/secret_formats.py`, `seed_phrases.py`): more
+  provider prefixes, signed URLs, TOTP seeds, Wi-Fi QR codes, command lines, connection
+  strings, wallet keys, BIP-39 seed phrases;
+- the rules below: shapes (the older provider keys, JWTs, bearer tokens, connection-string
+  passwords, card numbers with the Luhn checksum and a length their scheme issues, IBANs with
+  the ISO 13616 mod-97 checksum, US social security numbers) and *labels* in 30 languages
+  ("password", "PIN", "door code", "cvv", "mot de passe", "Passwort", "contraseña", "senha",
+  "пароль", "mật khẩu", "كلمة المرور", "パスワード", …) followed by a value: after ":" or "="
+  any value; after a verb such as "is"/"est"/"ist"/"lautet" a value that is not an
+  ordinary word (a key or code must look like one: "my API key was revoked" stays); with
+  other words or nothing in between only a value that looks like a code (digits, mixed case
+  or symbols). PINs and codes need a digit and are not lengths ("6 digits long").
 
-The measured corpus is `tests/corpora/secrets.json` (secrets caught, look-alikes kept).
+A label that ends a message or a line with no value ("my password is") makes the start of
+the next one the value: `redact(text, previous=…)`, `redact_conversation`.
+
+The measured corpora are `tests/corpora/secrets.json` and `secrets_v2.json` (secrets caught,
+look-alikes kept; docs/discussions/secrets-and-instructions.md).
 """
 
 from __future__ import annotations

@@ -143,6 +143,27 @@ async def test_every_secret_of_the_corpus_is_caught_and_every_lookalike_kept(
     assert (leaked, damaged) == ([], [])
 
 
+def _bounded(value: str) -> str:
+    """A POSIX regular expression (PostgreSQL `~`) for `value` not inside a longer run of
+    letters and digits: a three-digit CVV must not be "found" in a timestamp."""
+    escaped = "".join(c if c.isalnum() else f"\\{c}" for c in value)
+    return f"(^|[^0-9A-Za-z]){escaped}([^0-9A-Za-z]|$)"
+
+
+async def _found_as_value(db_conn: psycopg.AsyncConnection, sent: str, value: str) -> bool:
+    if re.search(rf"(?<![0-9A-Za-z]){re.escape(value)}(?![0-9A-Za-z])", sent):
+        return True
+    for table, text in TEXTS.items():
+        row = await (
+            await db_conn.execute(
+                f"SELECT count(*) FROM {table} WHERE {text} ~ %s", (_bounded(value),)
+            )
+        ).fetchone()
+        if row and row[0]:
+            return True
+    return False
+
+
 @pytest.mark.timeout(1200)
 async def test_the_report_half_of_corpus_v2_meets_the_goals_through_the_service(
     live: LiveService, llm: LLMStub, db_conn: psycopg.AsyncConnection
@@ -172,7 +193,7 @@ async def test_the_report_half_of_corpus_v2_meets_the_goals_through_the_service(
     leaked = []
     for case in cases:
         for value in case["hide"]:
-            if value in sent or await _found_anywhere(db_conn, value):
+            if await _found_as_value(db_conn, sent, value):
                 leaked.append(case["text"])
                 break
     damaged = [t for i, t in enumerate(lookalikes) if not _unchanged(live, f"v2-look-{i}", t)]
