@@ -5,7 +5,8 @@ A BIP-39 phrase is 12, 15, 18, 21 or 24 words of one list. Ordinary prose never 
 such words in a row: the lists leave out "the", "and", "is", "to", "of" and the other
 function words. A run is counted over words separated by blanks, commas or list numbering
 ("1. abandon 2. ability …"), so a phrase pasted as a numbered list is found too; one word
-outside the list (a typo) does not end a run.
+outside the list (a typo) does not end a run. Words drawn at random rarely repeat, so a run
+with many repeats ("word word word …") is not taken for a phrase.
 """
 
 from __future__ import annotations
@@ -70,5 +71,7 @@ def _closed(run: list[re.Match[str]], words: frozenset[str]) -> Iterator[tuple[i
     if len(run) < MIN_WORDS:
         return
     hits = [m for m in run if _fold(m.group(0)) in words]
-    if len(hits) >= MIN_WORDS:
+    # words drawn at random from 2048 rarely repeat; "word word word …" is no phrase
+    distinct = len({_fold(m.group(0)) for m in hits})
+    if len(hits) >= MIN_WORDS and distinct >= max(MIN_WORDS - 2, len(hits) * 3 // 4):
         yield hits[0].start(), hits[-1].end()

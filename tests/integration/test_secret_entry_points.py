@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from testkit.extraction_replies import new_op, new_user_messages
+from testkit.extraction_replies import is_chat_summary_request, new_op, new_user_messages
 from testkit.live_service import LiveService
 from testkit.llm_stub import LLMStub
 from testkit.waiting import wait_until
@@ -175,3 +175,46 @@ async def test_exports_redact_a_row_written_before_the_rules(
     for out in (exported.text, markdown.text, command):
         assert secret not in out
     assert "mailgun [redacted key]" in exported.text
+
+
+SUMMARY_SECRET = "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"  # Shopify: main missed it
+
+
+def _summary_with_a_token(request: dict[str, Any]) -> str:
+    """A rolling chat summary that repeats a token (an LLM echoing what it read)."""
+    if is_chat_summary_request(request):
+        summary = f"Robin set up CI; the deploy uses {SUMMARY_SECRET}; Robin drinks tea."
+        return json.dumps({"summary": summary})
+    return json.dumps({"operations": []})
+
+
+def _summary_stored(database_url: str) -> bool:
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM memories WHERE content LIKE %s", ("%deploy uses%",)
+        ).fetchone()
+    return bool(row and row[0])
+
+
+async def test_a_chat_summary_is_redacted_before_it_is_stored(
+    service_factory: Callable[..., LiveService],
+    db_conn: psycopg.AsyncConnection,
+    database_url: str,
+) -> None:
+    with LLMStub(responder=_summary_with_a_token) as stub:
+        live = service_factory(
+            LLM_BASE_URL=stub.base_url,
+            LLM_MODEL="m",
+            MEMORY_BATCH_MESSAGES="2",
+            MEMORY_CHAT_SUMMARY_TOKENS="1",
+        )
+        for i in range(4):
+            _turn(live, f"s{i}", f"we are setting up the CI runner, step {i}", [])
+        live.wait_for_extraction()
+        wait_until(lambda: _summary_stored(database_url), timeout_s=120, what="the summary")
+    assert await _holding(db_conn, SUMMARY_SECRET) == []
+    cursor = await db_conn.execute(
+        "SELECT content FROM memories WHERE content LIKE %s", ("%deploy uses%",)
+    )
+    summaries = [content for (content,) in await cursor.fetchall()]  # every version
+    assert summaries and all("the deploy uses [redacted key]" in c for c in summaries)
