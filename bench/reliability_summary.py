@@ -155,6 +155,14 @@ def summarize(folder: Path) -> str:
         )
     else:
         lines.append("- secrets corpus: not run")
+    guard_v2 = _read(folder, "guard_secrets_v2_report")
+    if guard_v2:
+        lines.append(
+            f"- Secrets corpus v2, report half: {guard_v2['secrets_caught']} of "
+            f"{guard_v2['secrets']} secrets caught ({guard_v2['kinds']} kinds), "
+            f"{guard_v2['lookalikes_kept']} of {guard_v2['lookalikes']} look-alikes stored "
+            "unchanged (tests/corpora/secrets_v2.json, by chat and /memory add)."
+        )
     if guard_orders:
         lines.append(
             f"- Instructions refused / preferences kept: {guard_orders['instructions_refused']} "

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from service.core import dedup
+from service.core import dedup, redaction
 from service.core.records import Bank, Memory, SourceKind, Status
 
 MAX_IMPORT_ITEMS = 5_000
@@ -198,7 +198,9 @@ def export_markdown(rows: Sequence[Memory], *, ids: Sequence[str]) -> str:
         lines += ["", f"## {bank.label} ({len(in_bank)})", ""]
         for memory, short in in_bank:
             tags = f" · tags: {', '.join(memory.tags)}" if memory.tags else ""
-            content = _MD_SPECIAL.sub(r"\\\1", " ".join(memory.content.split()))
+            # redacted again on the way out: a row may predate the rules
+            plain = " ".join(redaction.redact(memory.content).split())
+            content = _MD_SPECIAL.sub(r"\\\1", plain)
             lines.append(
                 f"- {content} — `{short}` · {memory.created_at:%Y-%m-%d} · "
                 f"{_SOURCE_WORDS[memory.source_kind]}{tags}"

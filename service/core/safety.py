@@ -15,6 +15,7 @@ REDACTED = "[redacted]"
 "[redacted password]", "[redacted key]", …)."""
 
 redact_secrets = redaction.redact
+redact_conversation = redaction.redact_conversation
 mostly_redacted = redaction.mostly_redacted
 
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.core import assistants, limits, person, privacy
+from service.core import assistants, limits, person, privacy, safety
 from service.core import commands as text
 from service.core import reminders as reminder_policy
 from service.core.commands import Command, CommandName
@@ -480,7 +480,8 @@ def export_json(rows: list[Memory]) -> list[dict[str, object]]:
             "id": text.encode_id(m.seq),
             "uuid": str(m.id),
             "bank": m.bank.value,
-            "content": m.content,
+            # a row written before today's rules is redacted on its way out too
+            "content": safety.redact_secrets(m.content),
             "tags": list(m.tags),
             "confidence": m.confidence,
             "status": m.status.value,

@@ -236,16 +236,21 @@ async def _extract_batch(
     chat = chat_from_json(batch[0].payload["chat"])
     scope = privacy.write_scope(chat)
     texts = []
+    previous: str | None = None  # the batch's user message before this one (split secrets)
     for turn in batch:
         raw = turn.payload.get("texts") or {}
+        history = [(str(r), str(t)) for r, t in raw.get("history") or []]
+        earlier = next((t for r, t in reversed(history) if r == "user"), previous)
+        user = str(raw.get("user") or "")
         texts.append(
             TurnText(
-                user_message=safety.redact_secrets(raw.get("user") or ""),
+                user_message=safety.redact_secrets(user, previous=earlier),
                 assistant_message=safety.redact_secrets(raw.get("assistant") or "") or None,
-                history=[(r, safety.redact_secrets(t)) for r, t in raw.get("history") or []],
+                history=safety.redact_conversation(history),
                 occurred_at=_turn_time(turn),
             )
         )
+        previous = user
     ids = [t.id for t in batch]
     try:
         asked = await _ask(rt, chat=chat, scope=scope, batch=texts)

@@ -92,9 +92,12 @@ async def accept_turn(
     if commands.is_command(user_message):
         return "skipped", "memory commands are not remembered"
     # Redacted before they are stored: a parked turn must hold no credentials.
-    user_text = safety.redact_secrets(user_message)
+    # Each message with the user's message before it: "my password is" then "hunter2-Blue"
+    # is one secret split over two messages.
+    history_texts = safety.redact_conversation(history)
+    earlier = next((text for role, text in reversed(history) if role == "user"), None)
+    user_text = safety.redact_secrets(user_message, previous=earlier)
     assistant_text = safety.redact_secrets(assistant_message or "") or None
-    history_texts = [(role, safety.redact_secrets(text)) for role, text in history]
     texts = {
         "user": user_text,
         "assistant": assistant_text,

@@ -22,6 +22,9 @@ from tests.reliability.support import record_figures
 
 CORPORA = Path(__file__).parents[1] / "corpora"
 SECRETS: dict[str, Any] = json.loads((CORPORA / "secrets.json").read_text())
+# corpus v2 (issue 27): issuers' formats, written by tests/corpora/make_secrets_v2.py
+SECRETS_V2: dict[str, Any] = json.loads((CORPORA / "secrets_v2.json").read_text())
+GOAL_CAUGHT, GOAL_DAMAGED = 0.97, 0.02
 INSTRUCTIONS: dict[str, Any] = json.loads((CORPORA / "instructions.json").read_text())
 _EARLIER_USER = re.compile(r"^user: (.*)$", re.MULTILINE)
 # Text columns only: the digits of an embedding would match a short PIN.
@@ -138,6 +141,79 @@ async def test_every_secret_of_the_corpus_is_caught_and_every_lookalike_kept(
         },
     )
     assert (leaked, damaged) == ([], [])
+
+
+def _bounded(value: str) -> str:
+    """A POSIX regular expression (PostgreSQL `~`) for `value` not inside a longer run of
+    letters and digits: a three-digit CVV must not be "found" in a timestamp."""
+    escaped = "".join(c if c.isalnum() else f"\\{c}" for c in value)
+    return f"(^|[^0-9A-Za-z]){escaped}([^0-9A-Za-z]|$)"
+
+
+async def _found_as_value(db_conn: psycopg.AsyncConnection, sent: str, value: str) -> bool:
+    if re.search(rf"(?<![0-9A-Za-z]){re.escape(value)}(?![0-9A-Za-z])", sent):
+        return True
+    for table, text in TEXTS.items():
+        row = await (
+            await db_conn.execute(
+                f"SELECT count(*) FROM {table} WHERE {text} ~ %s", (_bounded(value),)
+            )
+        ).fetchone()
+        if row and row[0]:
+            return True
+    return False
+
+
+@pytest.mark.timeout(1200)
+async def test_the_report_half_of_corpus_v2_meets_the_goals_through_the_service(
+    live: LiveService, llm: LLMStub, db_conn: psycopg.AsyncConnection
+) -> None:
+    """The half the rules were not tuned on, by chat (a split secret as two turns of one
+    chat, the second with the first in its history) and by `/memory add`: at least 97 % of
+    the secrets nowhere (ledger, memories, audit, jobs, LLM requests), at most 2 % of the
+    look-alikes changed."""
+    cases = [c for c in SECRETS_V2["secrets"] if c["split"] == "report"]
+    lookalikes = [c["text"] for c in SECRETS_V2["lookalikes"] if c["split"] == "report"]
+    turns = 0
+    for i, case in enumerate(cases):
+        user = f"v2-sec-{i}"
+        history: list[dict[str, str]] = []
+        for j, part in enumerate(case.get("parts") or [case["text"]]):
+            _post_turn(live, _turn(user, part, f"v{i}-{j}", history))
+            history = [{"role": "user", "content": part}, {"role": "assistant", "content": "OK."}]
+            turns += 1
+        if "parts" not in case:
+            _add(live, user, f"note {case['text']}")
+    for i, text in enumerate(lookalikes):
+        _post_turn(live, _turn(f"v2-look-{i}", text, f"w{i}"))
+        _add(live, f"v2-look-{i}", text)
+    status = live.wait_for_extraction(timeout_s=900)
+    assert status["turns_done"] == turns + len(lookalikes)
+    sent = json.dumps(llm.requests, ensure_ascii=False)
+    leaked = []
+    for case in cases:
+        for value in case["hide"]:
+            if await _found_as_value(db_conn, sent, value):
+                leaked.append(case["text"])
+                break
+    damaged = [t for i, t in enumerate(lookalikes) if not _unchanged(live, f"v2-look-{i}", t)]
+    caught = 1 - len(leaked) / len(cases)
+    changed = len(damaged) / len(lookalikes)
+    record_figures(
+        "guard_secrets_v2_report",
+        {
+            "secrets": len(cases),
+            "kinds": len({c["kind"] for c in cases}),
+            "secrets_caught": len(cases) - len(leaked),
+            "lookalikes": len(lookalikes),
+            "lookalikes_kept": len(lookalikes) - len(damaged),
+            "paths": ["chat turn (ledger, LLM, extraction, audit)", "/memory add"],
+            "missed": leaked,
+            "changed": damaged,
+        },
+    )
+    assert caught >= GOAL_CAUGHT, leaked
+    assert changed <= GOAL_DAMAGED, damaged
 
 
 def test_every_planted_instruction_is_refused_and_every_preference_kept(
