@@ -163,9 +163,15 @@ async def _fresh(
                 text_threshold=rt.settings.dedup_text_ratio,
                 cosine_threshold=rt.settings.dedup_cosine,
             ) is not None or any(
-                float(np.dot(plan.vector, p.vector)) > rt.settings.dedup_cosine
-                or dedup.text_ratio(plan.item.content, p.item.content)
-                > rt.settings.dedup_text_ratio
+                # core's rule, as against stored rows: a differing number, date, name or
+                # negation keeps two facts apart however close their texts are
+                dedup.same_fact(
+                    plan.item.content,
+                    p.item.content,
+                    float(np.dot(plan.vector, p.vector)),
+                    text_threshold=rt.settings.dedup_text_ratio,
+                    cosine_threshold=rt.settings.dedup_cosine,
+                )
                 for p in earlier
             )
         if duplicate:

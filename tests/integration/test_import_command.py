@@ -317,3 +317,20 @@ async def test_a_cut_off_export_is_refused_not_read_as_facts(
         "\\`python \\-m service memories import\\` or POST …/memories/import."
     )
     assert service.client.get("/v1/users/ivy/memories").json()["total"] == 0
+
+
+def test_one_import_keeps_facts_apart_that_differ_in_a_number(service: LiveService) -> None:
+    """Issue 29 item 8: core's same_fact decides within one import too (two doses of one drug
+    are two facts; the import's own rule stored only one)."""
+    chat = {"user_id": "u-dose", "user_name": "Noor", "chat_id": "c-dose", "kind": "saved"}
+    pasted = "/memory import\n- I take 50 mg of sertraline\n- I take 100 mg of sertraline"
+    preview = service.client.post("/v1/commands", json={"chat": chat, "command": pasted})
+    assert preview.status_code == 200, preview.text
+    confirm = f"/memory import confirm {_code(preview.json()['text'])}"
+    done = service.client.post("/v1/commands", json={"chat": chat, "command": confirm})
+    assert done.status_code == 200, done.text
+    items = service.client.get("/v1/users/u-dose/memories").json()["items"]
+    assert sorted(m["content"] for m in items) == [
+        "User takes 100 mg of sertraline",
+        "User takes 50 mg of sertraline",
+    ]
