@@ -91,11 +91,11 @@ OTHER_LANGUAGES = [
     ("pt", "Me chamo Ana e moro em São Paulo"),
     ("it", "Io e mia madre ce ne andiamo, me lo ha detto"),
     ("vi", "Tôi thích ăn phở và tôi sống ở Hà Nội"),
-    ("tr", "Yeni bir iş buldum ve İzmir'de yaşıyorum"),
+    ("tr", "Yeni bir iş buldum ve İzmir'de yaşıyorum"),  # noqa: RUF001 - Turkish dotless i
     ("pl", "Mam psa i kota, my mieszkamy w Krakowie"),
     ("ru", "Меня зовут Иван, я живу в Москве"),
     ("ja", "私は東京に住んでいます"),
-    ("zh", "我住在北京，我喜欢喝茶"),
+    ("zh", "我住在北京，我喜欢喝茶"),  # noqa: RUF001 - a Chinese comma
     ("ar", "اسمي أحمد وأعيش في القاهرة"),
     ("nl", "Ik ben Sam en mijn hond is bruin"),
     ("ro", "Eu sunt din Cluj și îmi place muzica"),
