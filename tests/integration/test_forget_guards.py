@@ -89,6 +89,12 @@ def _active(rows: list[tuple[str, str, str, int]]) -> list[str]:
         "The user has a dog named Rex",  # one word more
         "User owns a dog named Rex",  # a rewording (cosine ≥ 0.90, nearly the same words)
         "User has a dog called Rex",
+        # in other words (the meaning check: all 5 were written back before it)
+        "Rex is the user's dog",
+        "The user's dog is called Rex",
+        "The user owns Rex, a dog",
+        "User is the owner of a dog, Rex",
+        "User's pet dog goes by the name Rex",
     ],
 )
 async def test_a_turn_queued_before_a_forget_does_not_write_the_forgotten_fact_again(
