@@ -419,8 +419,8 @@ async def forget_all_of(
 
 
 async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: str) -> int:
-    """Forget a memory and its earlier versions everywhere: content, vector, full text and
-    audit payloads are removed; a content-free tombstone stays.
+    """Forget a memory, every earlier and later version of it (supersede history) everywhere:
+    content, vector, full text and audit payloads are removed; a content-free tombstone stays.
 
     Returns:
         Number of rows tombstoned (the memory and its history).
@@ -444,7 +444,10 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         waiting = await forget_guards.lock_open_turns(
             session, owners=[(found.owner_kind, found.owner_id)]
         )
-        chain = await memories.history_chain(session, memory_id=memory_id)
+        # Forgetting any version forgets the fact: the chain is read from its newest
+        # version, so an id an extraction has just replaced takes its successor with it.
+        newest = await memories.newest_version(session, memory_id=memory_id)
+        chain = await memories.history_chain(session, memory_id=newest)
         versions = [
             m
             for i in chain
@@ -481,6 +484,12 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         # answer locks its shown memories the same way): whichever commits second sees the
         # other's change. An operation decided on one of these rows is then dropped.
         await memories.lock_rows(session, memory_ids=chain)
+        # a version written while this waited for the locks is forgotten with the others
+        while (latest := await memories.newest_version(session, memory_id=newest)) != newest:
+            newest = latest
+            later = await memories.history_chain(session, memory_id=latest)
+            chain = list(dict.fromkeys(chain + later))
+            await memories.lock_rows(session, memory_ids=chain)
         await memories.tombstone(session, memory_ids=chain, at=now)
         await audit.scrub(session, memory_ids=chain)
         # A profile written from a forgotten memory is withdrawn in the same transaction.
