@@ -1101,7 +1101,12 @@ def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
             "service_url valve (its address and port)",
             lasting=True,
         )
-    if code in (401, 403):
+    if code == 403:  # ScopeDenied: not this user's chat, as far as the service knows
+        return ServiceFailure(
+            f"the memory service at {base} refused this chat (HTTP 403): {_detail_of(response)}",
+            lasting=False,
+        )
+    if code == 401:
         return ServiceFailure(
             f"the memory service at {base} refused the api_key valve (HTTP {code}): set it to "
             "the service's key (`python -m service api-key` prints it)",
@@ -1115,6 +1120,15 @@ def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
             lasting=True,
         )
     return ServiceFailure(f"the memory service at {base} answered HTTP {code}", lasting=False)
+
+
+def _detail_of(response: httpx.Response) -> str:
+    """The sentence of an error answer (`detail`), or "" when there is none."""
+    try:
+        detail = response.json().get("detail")
+    except Exception:
+        return ""
+    return detail[:300] if isinstance(detail, str) else ""
 
 
 def _compatible(service_version: str) -> bool:
