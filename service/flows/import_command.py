@@ -35,6 +35,7 @@ from service.flows import imports
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
 from service.storage import imports as store
+from service.storage import remember as remember_store
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,38 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
         )
     if not args.strip():
         return USAGE
+    # the preview may wait on the LLM: recorded first, so a forget all, a deletion of this
+    # chat or of the account meanwhile marks it, and it then keeps nothing to confirm
+    async with rt.db.unit_of_work() as session:
+        request_id = await remember_store.start(
+            session,
+            user_id=chat.user_id,
+            chat_id=chat.chat_id or "",
+            message_id=PREVIEW_REQUEST,
+            at=datetime.now(UTC),
+        )
+    try:
+        return await _preview(rt, chat, args, request_id=request_id, now=now)
+    finally:
+        async with rt.db.unit_of_work() as session:
+            await remember_store.finish(session, request_id=request_id)
+
+
+PREVIEW_REQUEST = "/memory import"
+"""`message_id` of a preview's row in `remember_requests` (a request whose LLM call runs)."""
+
+DISCARDED = {
+    "forget_all": "you forgot all your memories while I was reading the text",
+    "chat_deleted": "this chat was deleted while I was reading the text",
+    "user_deleted": "the account was deleted while I was reading the text",
+    remember_store.GONE: "the preview ran out before it was ready; paste the text again",
+}
+"""Why a preview keeps nothing (the reasons `storage/remember.py` marks a request with)."""
+
+
+async def _preview(
+    rt: Runtime, chat: ChatContext, args: str, *, request_id: int, now: datetime | None
+) -> str:
     at = now or datetime.now(UTC)
     items, exact = await _items(rt, chat, args, at=at)
     if not items:
@@ -93,6 +126,9 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
     pending = [_to_json(p, exact=exact) for p in report.new]
     code = _code(rt, chat.user_id, pending)
     async with rt.db.unit_of_work() as session:
+        discarded = await remember_store.lock(session, request_id=request_id)
+        if discarded is not None:
+            return f"Nothing is kept to import: {DISCARDED.get(discarded, discarded)}."
         await store.save_pending(
             session, user_id=chat.user_id, code=code, items=pending, at=datetime.now(UTC)
         )

@@ -332,8 +332,10 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
     async with rt.db.unit_of_work() as session:
         # turns still waiting are never extracted: nothing is written for a gone chat
         await turns.discard(session, chat_ids=chat_ids)
-        # nor by a "Remember this" click whose LLM call is running
+        # nor by a "Remember this" click or an import preview whose LLM call is running,
+        # nor by an import preview pasted there and waiting for its code
         await remember_store.discard(session, reason="chat_deleted", chat_ids=chat_ids)
+        await import_store.discard_pending_from_chats(session, chat_ids=chat_ids)
     async with rt.db.unit_of_work() as session:
         # texts kept for the chats' summaries go now, so no summary is written for a gone chat
         await chat_summary.erase_uncovered(session, chat_ids=chat_ids)
