@@ -386,6 +386,8 @@ async def _route_command(
         owui = await _openwebui_memories(sender[0])
         if owui is not None:
             path, command = "/v1/imports/openwebui", {"memories": owui}
+            if text.split()[3:]:  # `… openwebui forgotten`: those forgotten here too
+                command["include_forgotten"] = True
     now = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
     if now is not None:
         command["now"] = now
@@ -425,8 +427,10 @@ def _answer_with_pipe(
 
 
 def _is_openwebui_import(text: str) -> bool:
-    """True for `/memory import openwebui` (any case, any spacing)."""
-    return [w.lower() for w in text.split()[1:]] == ["import", "openwebui"]
+    """True for `/memory import openwebui` and `/memory import openwebui forgotten` (any
+    case, any spacing)."""
+    words = [w.lower() for w in text.split()[1:]]
+    return words in (["import", "openwebui"], ["import", "openwebui", "forgotten"])
 
 
 async def _openwebui_memories(user_id: str) -> list[dict[str, Any]] | None:

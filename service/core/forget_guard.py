@@ -47,6 +47,7 @@ __all__ = [
     "content_stems",
     "fingerprint",
     "restates",
+    "text_digest",
 ]
 
 SECRET_NAME = "forget_guard"
@@ -130,6 +131,12 @@ def content_stems(content: str) -> set[str]:
                 break
         stems.add(word[:-1] if word.endswith("e") and len(word) > 3 else word)
     return stems
+
+
+def text_digest(content: str, key: bytes) -> str:
+    """The keyed digest of a memory's normalized text (`dedup.normalize_text`): what a
+    forgotten Personal memory leaves so an import can tell it is the same text, no text."""
+    return _digest(key, dedup.normalize_text(content))
 
 
 def fingerprint(content: str, key: bytes) -> Fingerprint:

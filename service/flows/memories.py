@@ -19,6 +19,7 @@ from service.flows.runtime import Runtime
 from service.storage import (
     audit,
     forget_guards,
+    forgotten_texts,
     installation,
     memories,
     memory_search,
@@ -402,6 +403,7 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
         await profiles.remove_user(session, user_id=user_id)
         await user_state.remove_user(session, user_id=user_id)
         await import_store.discard_pending(session, user_id=user_id)
+        await forgotten_texts.remove_user(session, user_id=user_id)
     profile_flow.drop_cached(user_id)
     return count
 
@@ -475,6 +477,16 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
                 )
                 chain.append(summary.id)
         chain = list(dict.fromkeys(chain))
+        # a user's own memory leaves a keyed digest of its text, so an import of Open WebUI's
+        # memories does not bring it back unasked (no text is kept)
+        own = [v for v in versions if v.owner_kind is OwnerKind.USER and v.content]
+        if own:
+            key = await installation.secret(session, forget_guard.SECRET_NAME)
+            await forgotten_texts.add(
+                session,
+                user_id=own[0].owner_id,
+                digests=[forget_guard.text_digest(v.content, key) for v in own],
+            )
         if waiting:  # each gets the fingerprints of the memory and its earlier versions
             key = await installation.secret(session, forget_guard.SECRET_NAME)
             await forget_guards.add(
