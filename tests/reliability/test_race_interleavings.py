@@ -2,10 +2,11 @@
 a chat deletion and another extraction, at a random moment, with a random answer.
 
 Every round uses its own users, so one database holds the whole run; each pair gets
-`RELIABILITY_RACE_ROUNDS` rounds (100 under `make reliability`: 500 interleavings), seeded, and the run stops
-early after `RELIABILITY_RACE_TIME_S`. The figures (resurrected memories, double successors,
-stuck turns, writes for discarded turns, lost edits, operations that waited for the LLM —
-all must be 0) go to `$RELIABILITY_RESULTS/extraction_races.json`.
+`RELIABILITY_RACE_ROUNDS` rounds (100 under `make reliability`: 500 interleavings), seeded,
+and the run stops early after `RELIABILITY_RACE_TIME_S`. The figures (resurrected memories,
+double successors, stuck turns, writes for discarded turns, lost edits, versions left active
+after a forget, operations that waited for the LLM — all must be 0) go to
+`$RELIABILITY_RESULTS/extraction_races.json`.
 """
 
 from __future__ import annotations
