@@ -99,6 +99,10 @@ e2e: $(STAMP) ## end-to-end tests against a real Open WebUI 0.12.4 (installs int
 LOAD_USERS ?= 20
 LOAD_SECONDS ?= 30
 FUZZ_CASES ?= 200
+# race interleavings per pair (5 pairs: 100 gives the 500 of issue 27, some 4 min), and the
+# run's time budget in seconds
+RACE_ROUNDS ?= 100
+RACE_TIME_S ?= 1200
 RELIABILITY_OUT ?= bench/results/reliability
 
 .PHONY: reliability
@@ -107,7 +111,7 @@ reliability: $(STAMP) ## fault, load (20 users x 30 s) and fuzz (200 cases) runs
 	rm -rf $(RELIABILITY_OUT) && mkdir -p $(RELIABILITY_OUT)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RELIABILITY_RESULTS=$(RELIABILITY_OUT) \
 		RELIABILITY_FUZZ_CASES=$(FUZZ_CASES) RELIABILITY_FUZZ_TIME_S=300 \
-		RELIABILITY_OUTAGE_S=180 RELIABILITY_RACE_ROUNDS=50 RELIABILITY_RACE_TIME_S=900 \
+		RELIABILITY_OUTAGE_S=180 RELIABILITY_RACE_ROUNDS=$(RACE_ROUNDS) RELIABILITY_RACE_TIME_S=$(RACE_TIME_S) \
 		$(BIN)/python -m pytest tests/reliability -q -rxX
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.load_test \
 		--users $(LOAD_USERS) --duration-s $(LOAD_SECONDS) --out $(RELIABILITY_OUT)/load.json

@@ -52,6 +52,8 @@ MISCONFIGURED = "Not remembered: memory is not set up correctly — please tell 
 ADMIN_CAUSE = " · for the admin: "
 NO_MESSAGE = "Not remembered: I could not find the message's text"
 NO_USER = "Not remembered: I could not tell who clicked"
+NOT_YOURS = "Not remembered: you cannot write in this chat"
+UNCHECKED = "Not remembered: I could not check that you may use this chat — try again in a moment"
 
 
 class Action:
@@ -121,6 +123,9 @@ async def _remember(body: Any, valves: Action.Valves, user: Any, model: Any = No
         return NO_MESSAGE
     chat_id = body.get("chat_id") if isinstance(body.get("chat_id"), str) else ""
     kind = _kind(chat_id)
+    refused = await _chat_access_refusal(kind, chat_id, user)
+    if refused is not None:
+        return refused
     chat, author_id = await _chat_context(kind, chat_id, sender, message_id)
     assistant = await _assistant_of(body.get("model"), model)
     if assistant is not None:  # the chat's facts belong to that assistant's memory only
@@ -183,6 +188,37 @@ def _context(earlier: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 # --- who wrote it, and who can see it (DESIGN §2, §3) ---------------------------------------
+
+
+async def _chat_access_refusal(kind: str, chat_id: str, user: Any) -> str | None:
+    """The status line when the clicking user may not write in this saved chat, else None.
+
+    The chat id comes with the request, so it is checked with Open WebUI's own rule for
+    writing in a chat (0.12.4 `Chats.get_accessible_chat_by_id(..., permission="write")`:
+    the owner, a chat shared to continue, a folder shared to continue; an admin's right to
+    read others' chats is no right to write there); before that method, the owner only
+    (`Chats.is_chat_owner`). Outside Open WebUI there is nothing to ask (the service checks
+    the chat's owner too); a failed lookup refuses.
+    """
+    if kind != "saved" or not _open_webui_present():
+        return None
+    try:
+        chats = importlib.import_module("open_webui.models.chats").Chats
+        users = importlib.import_module("open_webui.models.users").Users
+        account = await _resolved(users.get_user_by_id(user["id"]))
+        if account is None:
+            return NOT_YOURS
+        if hasattr(chats, "get_accessible_chat_by_id"):
+            found = await _resolved(
+                chats.get_accessible_chat_by_id(chat_id, account, permission="write")
+            )
+            allowed = found is not None
+        else:
+            allowed = bool(await _resolved(chats.is_chat_owner(chat_id, account.id)))
+    except Exception as exc:
+        log.warning("chat access check failed, not remembering: %r", exc)
+        return UNCHECKED
+    return None if allowed else NOT_YOURS
 
 
 async def _chat_context(
@@ -413,7 +449,9 @@ async def _post(valves: Action.Valves, payload: dict[str, Any]) -> httpx.Respons
             MISCONFIGURED,
             f"{base} answered HTTP {code} but is not the memory service: check the service_url valve",
         )
-    if code in (401, 403):
+    if code == 403:  # the service's own check: another user's private chat
+        raise _Failure(NOT_YOURS, f"the memory service at {base} refused this chat (HTTP 403)")
+    if code == 401:
         raise _Failure(
             MISCONFIGURED, f"the memory service at {base} refused the api_key valve (HTTP {code})"
         )

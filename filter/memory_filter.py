@@ -386,6 +386,8 @@ async def _route_command(
         owui = await _openwebui_memories(sender[0])
         if owui is not None:
             path, command = "/v1/imports/openwebui", {"memories": owui}
+            if text.split()[3:]:  # `… openwebui forgotten`: those forgotten here too
+                command["include_forgotten"] = True
     now = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
     if now is not None:
         command["now"] = now
@@ -425,8 +427,10 @@ def _answer_with_pipe(
 
 
 def _is_openwebui_import(text: str) -> bool:
-    """True for `/memory import openwebui` (any case, any spacing)."""
-    return [w.lower() for w in text.split()[1:]] == ["import", "openwebui"]
+    """True for `/memory import openwebui` and `/memory import openwebui forgotten` (any
+    case, any spacing)."""
+    words = [w.lower() for w in text.split()[1:]]
+    return words in (["import", "openwebui"], ["import", "openwebui", "forgotten"])
 
 
 async def _openwebui_memories(user_id: str) -> list[dict[str, Any]] | None:
@@ -1101,7 +1105,12 @@ def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
             "service_url valve (its address and port)",
             lasting=True,
         )
-    if code in (401, 403):
+    if code == 403:  # ScopeDenied: not this user's chat, as far as the service knows
+        return ServiceFailure(
+            f"the memory service at {base} refused this chat (HTTP 403): {_detail_of(response)}",
+            lasting=False,
+        )
+    if code == 401:
         return ServiceFailure(
             f"the memory service at {base} refused the api_key valve (HTTP {code}): set it to "
             "the service's key (`python -m service api-key` prints it)",
@@ -1115,6 +1124,15 @@ def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
             lasting=True,
         )
     return ServiceFailure(f"the memory service at {base} answered HTTP {code}", lasting=False)
+
+
+def _detail_of(response: httpx.Response) -> str:
+    """The sentence of an error answer (`detail`), or "" when there is none."""
+    try:
+        detail = response.json().get("detail")
+    except Exception:
+        return ""
+    return detail[:300] if isinstance(detail, str) else ""
 
 
 def _compatible(service_version: str) -> bool:

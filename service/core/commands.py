@@ -59,6 +59,7 @@ SUBCOMMANDS = (
     "forget r-",
     "import confirm",
     "import openwebui",
+    "import openwebui forgotten",
     "export markdown",
 )
 """The forms a command takes after its word (each is listed in HELP_TEXT)."""
@@ -304,6 +305,7 @@ not used in these chats)
 - `/memory import` + pasted text — add facts, one a line, or a JSON export (asks for a code)
 - `/memory import confirm <code>` — write what the last import preview showed
 - `/memory import openwebui` — bring your memories from Open WebUI's own Memory feature
+  (those you forgot here are skipped; `/memory import openwebui forgotten` brings them too)
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
 - `/memory help` — this list

@@ -17,7 +17,14 @@ memory's vector beside it. Both go when the turn is closed.
 - otherwise a fact restates the memory when the cosine of their vectors is above the dedup
   threshold, their normalized texts are the same, or it is a rewording: cosine ≥
   `dedup.REWORD_COSINE` and one's words are nearly all the other's (`REWORD_OVERLAP`; the
-  digests allow set overlap only, instead of rapidfuzz's token-set ratio).
+  digests allow set overlap only, instead of rapidfuzz's token-set ratio);
+- or it says the same in other words (`MEANING_COSINE`): the cosine is at least that and
+  neither text replaced a content word of the other — one's content words (stems, without
+  function words and the verbs of having, being and naming) hold all of the other's. "Rex
+  is the user's dog" restates "User has a dog named Rex"; "User has an older sister" does
+  not restate "User has a younger sister" (cosine 0.97, but "older" replaced "younger").
+  Restructured sentences are what a user says again in other words; look-alikes that
+  differ in an ordinary word always replace one, so similarity alone never merges them.
 
 Measured against `dedup.same_fact` on `tests/support/dedup_corpus.py` in
 `tests/integration/test_forget_guard_corpus.py` (figures in docs/reliability.md).
@@ -32,7 +39,16 @@ from typing import Any
 
 from service.core import dedup
 
-__all__ = ["REWORD_OVERLAP", "SECRET_NAME", "Fingerprint", "fingerprint", "restates"]
+__all__ = [
+    "MEANING_COSINE",
+    "REWORD_OVERLAP",
+    "SECRET_NAME",
+    "Fingerprint",
+    "content_stems",
+    "fingerprint",
+    "restates",
+    "text_digest",
+]
 
 SECRET_NAME = "forget_guard"
 """Name of the installation secret that keys the digests (storage/installation.py)."""
@@ -41,6 +57,22 @@ REWORD_OVERLAP = 0.75
 """Share of the shorter text's words the other must hold for a rewording (ours; with
 `dedup.REWORD_COSINE`, the middle of the plateau 0.70–0.80 on tests/support/dedup_corpus.py,
 where the guard agrees with `dedup.same_fact` on every pair)."""
+
+MEANING_COSINE = 0.85
+"""Cosine from which a fact whose content words hold the forgotten memory's (or the other
+way round) says it again (ours: the lowest rewording of `tests/support/dedup_corpus.py`'s
+REWORDED is 0.855, the look-alikes that keep their content words are all disagreeing ones;
+tests/integration/test_forget_guard_corpus.py prints the sweep, docs/reliability.md)."""
+
+#: words that carry no content of a fact: articles, pronouns, prepositions and the verbs of
+#: having, being and naming a reworded fact trades for one another (ours)
+_FUNCTION_WORDS = frozenset(
+    "a an the user user's s is are was were be been being am has have had having own owns "
+    "owned owning owner named name names called call goes go by known as of to in on at "
+    "for from with and or who which that where this it its their them they his her he she "
+    "there here than".split()
+)
+_SUFFIXES = ("ies", "ing", "es", "ed", "s")
 
 _DIGEST_CHARS = 32  # 128 bits of HMAC-SHA-256: no collision among a memory's few words
 
@@ -57,15 +89,20 @@ class Fingerprint:
     words: frozenset[str]  #: digests of its words (`dedup.words`)
     distinguishing: frozenset[str]  #: digests of its distinguishing words
     negated: bool  #: it holds a negation
+    #: digests of its content stems (`content_stems`); None in guards written before them
+    content: frozenset[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object (sorted digest lists), as the guard table stores it."""
-        return {
+        data: dict[str, Any] = {
             "text": self.text,
             "words": sorted(self.words),
             "distinguishing": sorted(self.distinguishing),
             "negated": self.negated,
         }
+        if self.content is not None:
+            data["content"] = sorted(self.content)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fingerprint:
@@ -79,7 +116,27 @@ class Fingerprint:
             words=frozenset(str(w) for w in data["words"]),
             distinguishing=frozenset(str(w) for w in data["distinguishing"]),
             negated=bool(data["negated"]),
+            content=(frozenset(str(w) for w in data["content"]) if "content" in data else None),
         )
+
+
+def content_stems(content: str) -> set[str]:
+    """The content words of a fact (`dedup.words` without `_FUNCTION_WORDS`), stemmed by
+    dropping a plural, -ing or -ed ending and a final "e": "nursing" and "nurse" are one."""
+    stems = set()
+    for word in dedup.words(content) - _FUNCTION_WORDS:
+        for suffix in _SUFFIXES:
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+                break
+        stems.add(word[:-1] if word.endswith("e") and len(word) > 3 else word)
+    return stems
+
+
+def text_digest(content: str, key: bytes) -> str:
+    """The keyed digest of a memory's normalized text (`dedup.normalize_text`): what a
+    forgotten Personal memory leaves so an import can tell it is the same text, no text."""
+    return _digest(key, dedup.normalize_text(content))
 
 
 def fingerprint(content: str, key: bytes) -> Fingerprint:
@@ -89,6 +146,7 @@ def fingerprint(content: str, key: bytes) -> Fingerprint:
         words=frozenset(_digest(key, w) for w in dedup.words(content)),
         distinguishing=frozenset(_digest(key, w) for w in dedup.distinguishing_words(content)),
         negated=dedup.has_negation(content),
+        content=frozenset(_digest(key, w) for w in content_stems(content)),
     )
 
 
@@ -114,4 +172,9 @@ def restates(
         return True
     shorter = min(len(words), len(memory.words))
     overlap = len(words & memory.words) / shorter if shorter else 0.0
-    return cosine >= dedup.REWORD_COSINE and overlap >= REWORD_OVERLAP
+    if cosine >= dedup.REWORD_COSINE and overlap >= REWORD_OVERLAP:
+        return True
+    if memory.content is None or cosine < MEANING_COSINE:
+        return False
+    stems = {_digest(key, w) for w in content_stems(content)}
+    return bool(stems) and (stems <= memory.content or memory.content <= stems)

@@ -10,15 +10,27 @@ allergy. Memories the extractor writes already say "User …"; this makes typed 
 
 When a sentence cannot be rewritten with confidence (an unknown verb form, "we", a question)
 it is quoted instead, so it still cannot be misread: `User said: "We moved to Lyon"`.
+
+Only English is rewritten, and only whole words: a word is a run of Unicode letters (so
+"système" or "Tôi" is one word, never "syst" + "me"), and a text with a first-person-looking
+word is rewritten only when it reads as English (`_reads_as_english`): Latin letters only,
+and no function word of another language unless more English ones ("Me gusta el café",
+"Mam psa i kota" are left as typed). Rewriting is idempotent: a text already quoted as the user's is
+never quoted again (an import preview's text is guarded again on confirmation).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = ["third_person"]
 
-_WORD = re.compile(r"[A-Za-z]+(?:['\u2019][A-Za-z]+)?|[^A-Za-z]+")
+# a word: Unicode letters, with one inner apostrophe ("I'm", "Türkiye'de"); anything else
+# (digits, spaces, marks of punctuation) is kept between words as it is
+_WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?|[\W\d_]+")
+_QUOTE_PREFIX = "User said: \u201c"
+_QUOTE_SUFFIX = "\u201d"
 _FIRST_PERSON = frozenset(
     {
         "i",
@@ -101,6 +113,45 @@ _IRREGULAR_PAST = frozenset(
 )
 _NOT_VERBS = frozenset({"a", "an", "the", "and", "or", "but", "not", "to", "in", "on", "at"})
 _OBJECT = {"me": "the user", "mine": "the user's", "myself": "themselves"}
+#: English words that other languages written in Latin letters do not use as common words
+#: (so not "me", "my", "i", "a", "in", "to", "is", "was", "will", "so", "die": Spanish,
+#: Polish, Dutch, German words too); ours, from English function-word lists
+_ENGLISH = frozenset(
+    "the and of for from with at on this that these those it its be been being am are were "
+    "have has had do does did don't doesn't didn't not no would can can't could should "
+    "must might may shall just very always never often usually sometimes because when what "
+    "who which where why how they their them you your he she his her him our we us mine "
+    "myself about into over after before all some any more most other than then there here "
+    "like love live lives work keep prefer know want need think go get got make call tell "
+    "remind name born moved married allergic favourite favorite daughter son wife husband "
+    "brother sister mother father friend dog cat house home job year years every".split()
+)
+#: common function words of other languages written in Latin letters (French, Spanish,
+#: Portuguese, Italian, German, Dutch, Polish, Czech, Turkish, Vietnamese, Romanian,
+#: Swedish, Danish, Norwegian, Indonesian), minus English words; ours
+_OTHER_LANGUAGES = (
+    frozenset(
+        (
+            "je j'ai suis est les le la des du une et mon ma mes moi nous vous avec pour dans "
+            "sur pas très c'est qui que aussi mais où ai au aux sont ont "
+            "yo soy estoy tengo el los las una y es muy mi mis con para por del gusta pero "
+            "también está hay llamo "
+            "eu sou estou tenho não um uma meu minha em do da dos das os é muito mas gosto "
+            "io sono ho il lo gli della di che non mio mia per anche molto piace chiamo "
+            "ich bin habe und der das ist nicht mit ein eine mein meine meinen mich mir zu "
+            "auf auch sehr aber wir sind "
+            "ik ben het een mijn niet van en ook heb wij zijn maar met "
+            "jestem mam nie się jest w z na mój moja moje mnie ale że też bardzo mamy "
+            "jsem mám je se ne můj "
+            "ben bir ve bu çok için benim değil var yok ile "
+            "tôi là của và không có một được người những cho với này em anh chị "
+            "sunt și nu cu pe în mea "
+            "jag är och min mitt inte det har jeg er og ikke "
+            "saya aku dan yang tidak ini itu ada"
+        ).split()
+    )
+    - _ENGLISH
+)
 
 
 def third_person(text: str) -> str:
@@ -108,13 +159,39 @@ def third_person(text: str) -> str:
 
     Text without a first-person word is returned unchanged (whitespace included).
     """
+    stripped = text.strip()
+    if stripped.startswith(_QUOTE_PREFIX) and stripped.endswith(_QUOTE_SUFFIX):
+        return text  # already the user's quoted words
     tokens = _WORD.findall(text)
     if not any(_plain(t) in _FIRST_PERSON for t in tokens):
         return text
+    if not _reads_as_english([t for t in tokens if t[0].isalpha()]):
+        return text  # another language's "me", "i", "my": not an English pronoun
     rewritten = _rewrite(tokens)
     if rewritten is None:
-        return f"User said: “{text.strip()}”"
+        return f"{_QUOTE_PREFIX}{stripped}{_QUOTE_SUFFIX}"
     return rewritten
+
+
+def _reads_as_english(words: list[str]) -> bool:
+    """True when the words are all in Latin letters and none of them is a function word of
+    another language (`_OTHER_LANGUAGES`), or more are English ones (`_ENGLISH`, the capital
+    pronoun "I" and its contractions) than those: "I love the Café de Flore" is English,
+    "Me gusta el café" is not."""
+    if any(_outside_latin(w) for w in words):
+        return False
+    english = other = 0
+    for word in words:
+        plain = _plain(word)
+        if word == "I" or plain in _CONTRACTED or plain in _ENGLISH:
+            english += 1
+        elif plain in _OTHER_LANGUAGES:
+            other += 1
+    return other == 0 or english > other
+
+
+def _outside_latin(word: str) -> bool:
+    return any(ch.isalpha() and not unicodedata.name(ch, "").startswith("LATIN") for ch in word)
 
 
 def _rewrite(tokens: list[str]) -> str | None:

@@ -208,8 +208,9 @@ async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
 
 
 def _claim_s(rt: Runtime) -> float:
-    """How long a planned batch stays claimed: two LLM calls (answer, repair) and a minute."""
-    return 2 * rt.settings.llm_timeout_s + 60
+    """How long a planned batch stays claimed: two LLM calls (answer, repair) for each
+    attempt (`REASKS_ON_CONFLICT`) and a minute."""
+    return 2 * (1 + REASKS_ON_CONFLICT) * rt.settings.llm_timeout_s + 60
 
 
 def _turn_time(turn: Turn) -> datetime | None:
@@ -251,6 +252,59 @@ async def _extract_batch(
             )
         )
         previous = user
+    for attempt in range(1 + REASKS_ON_CONFLICT):
+        try:
+            return await _ask_and_apply(
+                rt,
+                batch=batch,
+                texts=texts,
+                chat=chat,
+                scope=scope,
+                last=attempt == REASKS_ON_CONFLICT,
+            )
+        except _ChangedMeanwhile as conflict:
+            # another chat corrected a memory this answer changes: this transaction was
+            # rolled back, and the LLM is asked again with the memory as it is now, so the
+            # second correction applies on top of the first instead of being dropped
+            log.info(
+                "memories %s were replaced by another extraction while the LLM answered; "
+                "asking again (attempt %s of %s)",
+                conflict.memory_ids,
+                attempt + 2,
+                1 + REASKS_ON_CONFLICT,
+            )
+    raise AssertionError("unreachable: the last attempt never raises _ChangedMeanwhile")
+
+
+REASKS_ON_CONFLICT = 2
+"""How often a batch whose UPDATE or DELETE target another extraction replaced meanwhile
+(another chat's correction of a shared memory) is asked again (ours: two writers at once
+need one, three need two)."""
+
+
+class _ChangedMeanwhile(Exception):
+    """An operation's target was replaced by another extraction while the LLM answered."""
+
+    def __init__(self, memory_ids: list[uuid.UUID]) -> None:
+        super().__init__(f"changed meanwhile: {memory_ids}")
+        self.memory_ids = memory_ids
+
+
+async def _ask_and_apply(
+    rt: Runtime,
+    *,
+    batch: Sequence[Turn],
+    texts: list[TurnText],
+    chat: ChatContext,
+    scope: WriteScope,
+    last: bool,
+) -> tuple[int, str | None, str | None] | object:
+    """One LLM call for the batch and its answer applied (see `_extract_batch`).
+
+    Raises:
+        _ChangedMeanwhile: (unless `last`) a target was changed by another writer; nothing
+            was written.
+    """
     ids = [t.id for t in batch]
     try:
         asked = await _ask(rt, chat=chat, scope=scope, batch=texts)
@@ -290,6 +344,16 @@ async def _extract_batch(
         guards = await forget_guards.for_turns(session, turn_ids=sorted(still_queued))
         key = await installation.secret(session, forget_guard.SECRET_NAME) if guards else b""
         states = await memories.lock_rows(session, memory_ids=[m.id for m in asked.refs.values()])
+        conflicts = _changed_targets(asked, states)
+        if conflicts and not last:
+            raise _ChangedMeanwhile(conflicts)  # rolls this unit of work back: nothing written
+        if conflicts:
+            log.warning(
+                "memories %s were replaced by another extraction each time the LLM "
+                "answered; the operations on them are dropped after %s attempts",
+                conflicts,
+                1 + REASKS_ON_CONFLICT,
+            )
         per_turn = await _apply_answer(
             rt,
             session,
@@ -462,6 +526,21 @@ async def _drop_restated_deletes(
         log.info("dropped DELETE of %s: the same answer states the fact again", sorted(dropped))
         observability.record_dropped_operations("restated", len(dropped))
     return [op for op in operations if not (op.op is OpKind.DELETE and op.ref in dropped)]
+
+
+def _changed_targets(asked: _Asked, states: dict[uuid.UUID, memories.RowState]) -> list[uuid.UUID]:
+    """Targets of the answer's UPDATEs and DELETEs that another extraction replaced by a
+    new version since they were shown (another chat's correction of a shared memory).
+
+    A memory forgotten meanwhile is not one (forget wins), nor one a person edited meanwhile
+    (the edit is newer than the message: it wins, DESIGN §5.6)."""
+    found = []
+    for op in asked.parsed.operations:
+        target = asked.refs.get(op.ref or "") if op.op in (OpKind.UPDATE, OpKind.DELETE) else None
+        state = states.get(target.id) if target is not None else None
+        if target is not None and state is not None and state.status is Status.SUPERSEDED:
+            found.append(target.id)
+    return list(dict.fromkeys(found))
 
 
 def _forgotten(memory: Memory, states: dict[uuid.UUID, memories.RowState]) -> bool:

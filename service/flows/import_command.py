@@ -18,6 +18,7 @@ a shared chat writes no Personal memory. Guards and dedup are those of every imp
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -25,7 +26,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from service.core import assistants, privacy
+from service.core import assistants, forget_guard, privacy
 from service.core import commands as text
 from service.core.extraction import OpKind, TurnText, build_messages, parse_operations
 from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export, split_facts
@@ -34,7 +35,9 @@ from service.errors import ExtractionOutputInvalid, InvalidInput, LLMNotConfigur
 from service.flows import imports
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
+from service.storage import forgotten_texts, installation
 from service.storage import imports as store
+from service.storage import remember as remember_store
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
     word, _, rest = args.partition(" ")
     if word.lower() == "confirm":
         return await _confirm(rt, chat, rest.strip())
-    if args.strip().lower() == OPENWEBUI_WORD:
+    if args.strip().lower().split()[:1] == [OPENWEBUI_WORD]:
         # the filter answers this one itself, with the memories it reads inside Open WebUI
         return (
             "`/memory import openwebui` works through the memory filter inside Open WebUI; "
@@ -82,6 +85,38 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
         )
     if not args.strip():
         return USAGE
+    # the preview may wait on the LLM: recorded first, so a forget all, a deletion of this
+    # chat or of the account meanwhile marks it, and it then keeps nothing to confirm
+    async with rt.db.unit_of_work() as session:
+        request_id = await remember_store.start(
+            session,
+            user_id=chat.user_id,
+            chat_id=chat.chat_id or "",
+            message_id=PREVIEW_REQUEST,
+            at=datetime.now(UTC),
+        )
+    try:
+        return await _preview(rt, chat, args, request_id=request_id, now=now)
+    finally:
+        async with rt.db.unit_of_work() as session:
+            await remember_store.finish(session, request_id=request_id)
+
+
+PREVIEW_REQUEST = "/memory import"
+"""`message_id` of a preview's row in `remember_requests` (a request whose LLM call runs)."""
+
+DISCARDED = {
+    "forget_all": "you forgot all your memories while I was reading the text",
+    "chat_deleted": "this chat was deleted while I was reading the text",
+    "user_deleted": "the account was deleted while I was reading the text",
+    remember_store.GONE: "the preview ran out before it was ready; paste the text again",
+}
+"""Why a preview keeps nothing (the reasons `storage/remember.py` marks a request with)."""
+
+
+async def _preview(
+    rt: Runtime, chat: ChatContext, args: str, *, request_id: int, now: datetime | None
+) -> str:
     at = now or datetime.now(UTC)
     items, exact = await _items(rt, chat, args, at=at)
     if not items:
@@ -93,6 +128,9 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
     pending = [_to_json(p, exact=exact) for p in report.new]
     code = _code(rt, chat.user_id, pending)
     async with rt.db.unit_of_work() as session:
+        discarded = await remember_store.lock(session, request_id=request_id)
+        if discarded is not None:
+            return f"Nothing is kept to import: {DISCARDED.get(discarded, discarded)}."
         await store.save_pending(
             session, user_id=chat.user_id, code=code, items=pending, at=datetime.now(UTC)
         )
@@ -113,6 +151,11 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
 
 def _skipped(report: imports.ImportReport) -> str:
     parts = []
+    if report.forgotten:
+        parts.append(
+            f"{report.forgotten} you forgot here, skipped (`/memory import openwebui "
+            f"{FORGOTTEN_WORD}` brings them back)"
+        )
     if report.duplicates:
         parts.append(f"{report.duplicates} already known")
     if report.refused:
@@ -283,13 +326,23 @@ OPENWEBUI_WORD = "openwebui"
 """`/memory import openwebui`: the filter answers it with the user's Open WebUI memories."""
 
 
+FORGOTTEN_WORD = "forgotten"
+"""`/memory import openwebui forgotten`: import the memories forgotten here as well."""
+
+
 async def from_openwebui(
-    rt: Runtime, chat: ChatContext, memories: list[tuple[str, datetime, datetime]]
+    rt: Runtime,
+    chat: ChatContext,
+    memories: list[tuple[str, datetime, datetime]],
+    *,
+    include_forgotten: bool = False,
 ) -> str:
     """Import the sender's memories of Open WebUI's built-in Memory feature, read by the
     filter inside Open WebUI: (content, created_at, updated_at) each, into Personal (no LLM
     needed), tagged `import:openwebui`, dated with their original times. Deduplicated like
-    extraction against what is stored, so a second run adds nothing. Private chats only.
+    extraction against what is stored, so a second run adds nothing. A text the user forgot
+    here is skipped (its keyed digest, `storage/forgotten_texts.py`) unless
+    `include_forgotten`; the answer says how many. Private chats only.
     """
     if chat.collaborative:
         return "That didn't work: import works in a private chat only."
@@ -298,7 +351,11 @@ async def from_openwebui(
             "Open WebUI holds no memories of yours to import (Settings → Personalization → Memory)."
         )
     report = await import_openwebui(
-        rt, cell_for=_chat_cells(chat), memories=memories, actor=f"user:{chat.user_id}"
+        rt,
+        cell_for=_chat_cells(chat),
+        memories=memories,
+        actor=f"user:{chat.user_id}",
+        skip_forgotten_of=None if include_forgotten else chat.user_id,
     )
     if not report.added:
         return f"Nothing new to import from Open WebUI{_skipped(report)}."
@@ -314,9 +371,15 @@ async def import_openwebui(
     cell_for: imports.CellFor,
     memories: list[tuple[str, datetime, datetime]],
     actor: str,
+    skip_forgotten_of: str | None = None,
 ) -> imports.ImportReport:
     """Write Open WebUI memories ((content, created_at, updated_at) each) as Personal
-    memories tagged `import:openwebui` with their own dates; fuzzy dedup (see imports.py)."""
+    memories tagged `import:openwebui` with their own dates; fuzzy dedup (see imports.py).
+
+    Args:
+        skip_forgotten_of: a user id: texts that user forgot here (the same text as it would
+            be stored, by keyed digest) are skipped and counted in `forgotten`.
+    """
     items = [
         ImportItem(
             bank=Bank.PERSONAL,
@@ -331,7 +394,10 @@ async def import_openwebui(
         )
         for content, created, updated in memories
     ]
-    return await imports.run(
+    forgotten = 0
+    if skip_forgotten_of is not None and items:
+        items, forgotten = await _without_forgotten(rt, items, user_id=skip_forgotten_of)
+    report = await imports.run(
         rt,
         items=items,
         cell_for=cell_for,
@@ -339,3 +405,21 @@ async def import_openwebui(
         actor=actor,
         reason="imported from Open WebUI's built-in memory",
     )
+    return dataclasses.replace(report, forgotten=forgotten)
+
+
+async def _without_forgotten(
+    rt: Runtime, items: list[ImportItem], *, user_id: str
+) -> tuple[list[ImportItem], int]:
+    """`items` less those whose stored text the user forgot here; (kept, skipped)."""
+    async with rt.db.unit_of_work() as session:
+        key = await installation.secret(session, forget_guard.SECRET_NAME)
+        digests = [
+            forget_guard.text_digest(stored, key) if stored is not None else None
+            for stored in (imports.guard(i.content, typed=True) for i in items)
+        ]
+        known = await forgotten_texts.known(
+            session, user_id=user_id, digests=[d for d in digests if d is not None]
+        )
+    kept = [i for i, d in zip(items, digests, strict=True) if d is None or d not in known]
+    return kept, len(items) - len(kept)

@@ -57,6 +57,7 @@ class ImportReport:
     duplicates: int  #: items already stored, or repeated within the import
     refused: int  #: instruction-like or nothing but secrets
     not_allowed: int  #: banks the caller may not write (e.g. Personal in a shared chat)
+    forgotten: int = 0  #: texts the user forgot here (Open WebUI imports skip them unasked)
 
 
 def user_cell(user_id: str) -> CellFor:

@@ -19,6 +19,7 @@ from service.flows.runtime import Runtime
 from service.storage import (
     audit,
     forget_guards,
+    forgotten_texts,
     installation,
     memories,
     memory_search,
@@ -364,8 +365,10 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
     async with rt.db.unit_of_work() as session:
         # turns still waiting are never extracted: nothing is written for a gone chat
         await turns.discard(session, chat_ids=chat_ids)
-        # nor by a "Remember this" click whose LLM call is running
+        # nor by a "Remember this" click or an import preview whose LLM call is running,
+        # nor by an import preview pasted there and waiting for its code
         await remember_store.discard(session, reason="chat_deleted", chat_ids=chat_ids)
+        await import_store.discard_pending_from_chats(session, chat_ids=chat_ids)
     async with rt.db.unit_of_work() as session:
         # texts kept for the chats' summaries go now, so no summary is written for a gone chat
         await chat_summary.erase_uncovered(session, chat_ids=chat_ids)
@@ -432,6 +435,7 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
         await profiles.remove_user(session, user_id=user_id)
         await user_state.remove_user(session, user_id=user_id)
         await import_store.discard_pending(session, user_id=user_id)
+        await forgotten_texts.remove_user(session, user_id=user_id)
     profile_flow.drop_cached(user_id)
     return count
 
@@ -451,8 +455,8 @@ async def forget_all_of(
 
 
 async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: str) -> int:
-    """Forget a memory and its earlier versions everywhere: content, vector, full text and
-    audit payloads are removed; a content-free tombstone stays.
+    """Forget a memory, every earlier and later version of it (supersede history) everywhere:
+    content, vector, full text and audit payloads are removed; a content-free tombstone stays.
 
     Returns:
         Number of rows tombstoned (the memory and its history).
@@ -476,7 +480,10 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         waiting = await forget_guards.lock_open_turns(
             session, owners=[(found.owner_kind, found.owner_id)]
         )
-        chain = await memories.history_chain(session, memory_id=memory_id)
+        # Forgetting any version forgets the fact: the chain is read from its newest
+        # version, so an id an extraction has just replaced takes its successor with it.
+        newest = await memories.newest_version(session, memory_id=memory_id)
+        chain = await memories.history_chain(session, memory_id=newest)
         versions = [
             m
             for i in chain
@@ -502,6 +509,16 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
                 )
                 chain.append(summary.id)
         chain = list(dict.fromkeys(chain))
+        # a user's own memory leaves a keyed digest of its text, so an import of Open WebUI's
+        # memories does not bring it back unasked (no text is kept)
+        own = [v for v in versions if v.owner_kind is OwnerKind.USER and v.content]
+        if own:
+            key = await installation.secret(session, forget_guard.SECRET_NAME)
+            await forgotten_texts.add(
+                session,
+                user_id=own[0].owner_id,
+                digests=[forget_guard.text_digest(v.content, key) for v in own],
+            )
         if waiting:  # each gets the fingerprints of the memory and its earlier versions
             key = await installation.secret(session, forget_guard.SECRET_NAME)
             await forget_guards.add(
@@ -513,6 +530,12 @@ async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: 
         # answer locks its shown memories the same way): whichever commits second sees the
         # other's change. An operation decided on one of these rows is then dropped.
         await memories.lock_rows(session, memory_ids=chain)
+        # a version written while this waited for the locks is forgotten with the others
+        while (latest := await memories.newest_version(session, memory_id=newest)) != newest:
+            newest = latest
+            later = await memories.history_chain(session, memory_id=latest)
+            chain = list(dict.fromkeys(chain + later))
+            await memories.lock_rows(session, memory_ids=chain)
         await memories.tombstone(session, memory_ids=chain, at=now)
         await audit.scrub(session, memory_ids=chain)
         # A profile written from a forgotten memory is withdrawn in the same transaction.

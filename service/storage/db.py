@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from service.errors import DatabaseUnavailable, InvalidInput
+from service.errors import DatabaseUnavailable, InvalidInput, MemoryServiceError
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +229,26 @@ def _ping_idle_connections(engine: AsyncEngine) -> None:
             raise DisconnectionError(f"pooled connection is dead: {exc}") from exc
 
 
+async def _rollback(session: AsyncSession, failure: BaseException) -> None:
+    """Roll back after `failure`; when the rollback cannot reach PostgreSQL either (the
+    connection died during the unit of work), the outage is the answer: DatabaseUnavailable
+    (503 with a sentence), unless `failure` is a flow's own answer (404, 400, …) or a
+    cancellation, which stands. The pool replaces the dead connection on its next checkout.
+
+    Raises:
+        DatabaseUnavailable: the rollback failed on a lost connection.
+    """
+    try:
+        await session.rollback()
+    except (OperationalError, InterfaceError) as lost:
+        if isinstance(failure, MemoryServiceError) or not isinstance(failure, Exception):
+            # a flow's answer stands, and so does a cancellation (never turned into an error)
+            log.info("rollback after %r failed, the connection is gone: %s", failure, lost)
+            return
+        log.warning("unit of work failed during a database outage: %r", failure)
+        raise DatabaseUnavailable(f"PostgreSQL is not reachable: {lost.orig or lost}") from lost
+
+
 @dataclass
 class Database:
     """The engine and its session factory."""
@@ -256,14 +276,14 @@ class Database:
                 yield session
                 await session.commit()
             except DataError as exc:
-                await session.rollback()
+                await _rollback(session, exc)
                 raise InvalidInput(_UNSTORABLE) from exc
             except (OperationalError, InterfaceError) as exc:
                 with contextlib.suppress(Exception):  # the connection may be gone already
                     await session.rollback()
                 raise unreachable(exc.orig or exc) from exc
-            except BaseException:
-                await session.rollback()
+            except BaseException as exc:
+                await _rollback(session, exc)
                 raise
 
     @contextlib.asynccontextmanager

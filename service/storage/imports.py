@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.storage.tables import PendingImportRow
 
-__all__ = ["discard_pending", "lock_owner", "save_pending", "take_pending"]
+__all__ = [
+    "discard_pending",
+    "discard_pending_from_chats",
+    "lock_owner",
+    "save_pending",
+    "take_pending",
+]
 
 
 async def lock_owner(session: AsyncSession, *, owner_id: str) -> None:
@@ -57,3 +64,16 @@ async def take_pending(
 async def discard_pending(session: AsyncSession, *, user_id: str) -> None:
     """Drop the user's pending import (forget all, account deleted)."""
     await session.execute(delete(PendingImportRow).where(PendingImportRow.user_id == user_id))
+
+
+async def discard_pending_from_chats(session: AsyncSession, *, chat_ids: Sequence[str]) -> int:
+    """Drop pending imports holding an item from one of these chats (deleted chats: the
+    text pasted there is not written after the chat is gone). Returns rows dropped."""
+    if not chat_ids:
+        return 0
+    result = await session.execute(
+        delete(PendingImportRow).where(
+            or_(*(PendingImportRow.items.contains([{"source_chat_id": c}]) for c in chat_ids))
+        )
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

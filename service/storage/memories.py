@@ -339,6 +339,23 @@ async def update_fields(
     await session.execute(update(MemoryRow).where(MemoryRow.id == memory_id).values(**values))
 
 
+async def newest_version(session: AsyncSession, *, memory_id: uuid.UUID) -> uuid.UUID:
+    """The id of the version that replaced `memory_id` last: its `superseded_by`, followed
+    while the row is superseded (an archived row's `superseded_by` is a summary, not a
+    version); `memory_id` itself when nothing replaced it."""
+    current, seen = memory_id, {memory_id}
+    while True:
+        successor = await session.scalar(
+            select(MemoryRow.superseded_by).where(
+                MemoryRow.id == current, MemoryRow.status == Status.SUPERSEDED.value
+            )
+        )
+        if successor is None or successor in seen:
+            return current
+        seen.add(successor)
+        current = successor
+
+
 async def history_chain(session: AsyncSession, *, memory_id: uuid.UUID) -> list[uuid.UUID]:
     """Ids of `memory_id` and every earlier version that it (transitively) superseded."""
     chain = [memory_id]

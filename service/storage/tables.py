@@ -336,6 +336,19 @@ class ForgetGuardRow(Base):
     )
 
 
+class ForgottenTextRow(Base):
+    """A keyed fingerprint of a memory its user forgot (migration 0016): an HMAC of its
+    normalized text, no text; `/memory import openwebui` skips a text that matches one."""
+
+    __tablename__ = "forgotten_texts"
+
+    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=text("now()")
+    )
+
+
 class TermCellRow(Base):
     """A change of one bank's full-text statistics, for Okapi BM25: of its active memories
     and of the sum of their distinct lexemes; the bank's figures are the sums of its rows.

@@ -316,6 +316,21 @@ async def chat_ids_in_folders(session: AsyncSession, *, folder_ids: Sequence[str
     return sorted(str(c) for c in (await session.execute(stmt)).scalars() if c)
 
 
+async def private_to_another(session: AsyncSession, *, chat_id: str, user_id: str) -> bool:
+    """True when the latest turn anyone but `user_id` handed over from `chat_id` came from a
+    private chat: the chat was that user's alone then (one indexed read: the unique index
+    on (chat_id, user_message_id) leads with chat_id)."""
+    collaborative: ColumnElement[str] = TurnRow.payload["chat"]["collaborative"].astext
+    stmt = (
+        select(collaborative)
+        .where(TurnRow.chat_id == chat_id, TurnRow.user_id != user_id)
+        .order_by(TurnRow.id.desc())
+        .limit(1)
+    )
+    found = (await session.execute(stmt)).first()
+    return found is not None and found[0] != "true"
+
+
 async def chat_ids_of(session: AsyncSession, *, user_id: str) -> list[str]:
     """Every chat the user handed a turn over from."""
     stmt = select(TurnRow.chat_id).where(TurnRow.user_id == user_id).distinct()

@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
+import sqlalchemy.exc
 from sqlalchemy import text
 
-from service.errors import DatabaseUnavailable
+from service.errors import DatabaseUnavailable, MemoryNotFound
 from service.storage import db as db_module
 from service.storage.db import Database
 
@@ -78,3 +79,37 @@ async def test_a_busy_dead_connection_fails_once_then_the_pool_recovers(
     with pytest.raises(DatabaseUnavailable):
         await _backend_pid(database)
     assert await _backend_pid(database) != first
+
+
+async def test_a_flows_own_error_survives_a_rollback_on_a_killed_connection(
+    database: Database, database_url: str
+) -> None:
+    """A unit of work whose connection dies before the flow answers (404 here): the
+    rollback cannot reach the server; the flow's answer stands, and the pool recovers."""
+    with pytest.raises(MemoryNotFound):
+        async with database.unit_of_work() as session:
+            pid = int((await session.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+            _terminate(database_url, pid)
+            raise MemoryNotFound("no memory x for this user")
+    assert await _backend_pid(database) != pid
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        RuntimeError("a step failed"),
+        sqlalchemy.exc.ResourceClosedError("This result object is closed."),
+    ],
+)
+async def test_a_rollback_during_an_outage_answers_unavailable_with_a_sentence(
+    database: Database, database_url: str, raised: Exception
+) -> None:
+    """Any other failure of a unit of work whose connection is gone, and whose rollback so
+    fails too, is the outage: DatabaseUnavailable (503 with a sentence). Before, the
+    rollback's own error escaped unhandled (one 500 in a 120 s outage, issue 27)."""
+    with pytest.raises(DatabaseUnavailable, match="PostgreSQL is not reachable"):
+        async with database.unit_of_work() as session:
+            pid = int((await session.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+            _terminate(database_url, pid)
+            raise raised
+    assert await _backend_pid(database) != pid

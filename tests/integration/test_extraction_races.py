@@ -104,8 +104,9 @@ async def test_a_memory_forgotten_while_the_llm_answers_update_stays_forgotten(
     rt: Runtime, gate: LLMGate, db_conn: psycopg.AsyncConnection, when: str
 ) -> None:
     """Forgotten before or during the call: the UPDATE is dropped, the tombstone stays
-    deleted, and "Paris" is written nowhere. Forgotten after: the successor stays (the user
-    forgot the old version, not the new fact)."""
+    deleted, and "Paris" is written nowhere. Forgotten after, by the id the user was shown
+    (Paris, superseded since): the successor goes too — forgetting any version forgets the
+    fact (issue 27; before, Berlin stayed active and injected after "Forgotten")."""
     gate.responder = by_message({"Berlin": [new_op(BERLIN, op="UPDATE", ref="m1")]})
     paris = await seed(rt, user_id="u1", content=PARIS)
     turn = await queue_turn(rt, context=chat("u1", "c1"), message=MOVED, message_id="t1")
@@ -125,7 +126,7 @@ async def test_a_memory_forgotten_while_the_llm_answers_update_stays_forgotten(
         await memory_flow.forget_for_user(rt, user_id="u1", memory_id=paris.id)
     rows = await memory_rows(db_conn)
     if when == "after_the_answer":
-        assert rows == [("u1", "", "deleted", 3), ("u1", BERLIN, "active", 1)]
+        assert rows == [("u1", "", "deleted", 3), ("u1", "", "deleted", 2)]
         assert await turn_rows(db_conn) == [("done", 1)]
     else:
         assert rows == [("u1", "", "deleted", 2)]
@@ -337,7 +338,9 @@ async def test_two_concurrent_updates_of_a_shared_memory_leave_one_successor(
     rt: Runtime, gate: LLMGate, db_conn: psycopg.AsyncConnection
 ) -> None:
     """Two members of a project correct the same Project Memory at the same moment: the
-    first answer applied wins, the other's UPDATE is dropped (its target changed)."""
+    first answer applied wins, the other is asked again with the new version and applies on
+    top of it (before, its UPDATE was dropped: a lost correction, issue 27) — one successor
+    each, never two of one version."""
     gate.responder = by_message(
         {
             day: [new_op(f"Project deploys on {day}", op="UPDATE", ref="m1", bank="project")]
@@ -366,10 +369,10 @@ async def test_two_concurrent_updates_of_a_shared_memory_leave_one_successor(
     await asyncio.gather(one, two)
     rows = await memory_rows(db_conn)
     assert rows[0] == ("f1", "Project deploys on Fridays", "superseded", 2)
-    assert len(rows) == 2 and rows[1][2:] == ("active", 1)
-    assert rows[1][1] in ("Project deploys on Mondays", "Project deploys on Tuesdays")
-    assert sorted(await turn_rows(db_conn)) == [("done", 0), ("done", 1)]
-    assert _dropped("target_changed") - dropped == 1
+    assert [r[2:] for r in rows[1:]] == [("superseded", 2), ("active", 1)]
+    assert {r[1] for r in rows[1:]} == {"Project deploys on Mondays", "Project deploys on Tuesdays"}
+    assert sorted(await turn_rows(db_conn)) == [("done", 1), ("done", 1)]
+    assert _dropped("target_changed") - dropped == 0
     found = await integrity(db_conn, forgotten_texts=[])
     assert found.double_successors == 0
 

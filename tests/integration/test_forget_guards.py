@@ -89,6 +89,12 @@ def _active(rows: list[tuple[str, str, str, int]]) -> list[str]:
         "The user has a dog named Rex",  # one word more
         "User owns a dog named Rex",  # a rewording (cosine ≥ 0.90, nearly the same words)
         "User has a dog called Rex",
+        # in other words (the meaning check: all 5 were written back before it)
+        "Rex is the user's dog",
+        "The user's dog is called Rex",
+        "The user owns Rex, a dog",
+        "User is the owner of a dog, Rex",
+        "User's pet dog goes by the name Rex",
     ],
 )
 async def test_a_turn_queued_before_a_forget_does_not_write_the_forgotten_fact_again(
@@ -162,9 +168,10 @@ async def test_a_fingerprint_holds_no_word_of_the_forgotten_memory(
 
     [(_, fingerprint, _)] = await _guard_rows(db_conn)
     stored = json.loads(fingerprint)
-    assert sorted(stored) == ["distinguishing", "negated", "text", "words"]
+    assert sorted(stored) == ["content", "distinguishing", "negated", "text", "words"]
     # user, s, sister, hanna, moved, to, lisbon, in, 2021; Hanna, Lisbon and 2021 distinguish
     assert len(stored["words"]) == 9 and len(stored["distinguishing"]) == 3
+    assert len(stored["content"]) == 5  # sister, hanna, moved, lisbon, 2021
     # every word of four letters or more is absent (shorter ones occur in any hex string)
     words = [w for w in content.casefold().replace("'", " ").split() if len(w) >= 4]
     assert words == ["user", "sister", "hanna", "moved", "lisbon", "2021"]

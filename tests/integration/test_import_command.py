@@ -82,6 +82,18 @@ async def test_pasted_lines_are_shown_first_and_written_only_with_the_code(
     assert row == (0,)
 
 
+async def test_a_quoted_line_is_quoted_once_when_confirmed(service: LiveService, pipe: Any) -> None:
+    """A first-person line without a sure rewrite is quoted in the preview; confirming it
+    guards the kept text again, which once quoted it a second time."""
+    alice = Session(_harness(service), pipe, "alice")
+    preview, _ = await alice.type("/memory import\nWe moved to Lyon in May")
+    assert "User said: “We moved to Lyon in May”" in preview
+    done, _ = await alice.type(f"/memory import confirm {_code(preview)}")
+    assert done.startswith("**Imported 1 memories**"), done
+    stored = service.client.get("/v1/users/alice/memories/export").json()
+    assert [m["content"] for m in stored] == ["User said: “We moved to Lyon in May”"]
+
+
 async def test_another_users_code_confirms_nothing(service: LiveService, pipe: Any) -> None:
     harness = _harness(service)
     alice, mallory = Session(harness, pipe, "alice"), Session(harness, pipe, "mallory")

@@ -198,7 +198,7 @@ async def test_a_chat_open_webui_cannot_look_up_is_treated_as_shared(
 ) -> None:
     """Inside Open WebUI a failed chat lookup leaves the author unknown and the chat shared:
     the message goes to its Chat Memory, never to the clicker's Personal bank."""
-    fake = FakeOpenWebUI(failing={"get_chat_by_id"})
+    fake = FakeOpenWebUI(chats={"c1": {"user_id": "u1"}}, failing={"get_chat_by_id"})
     fake.install(monkeypatch)
     line = await _click(_action(service), _body("I keep bees"))
 

@@ -13,7 +13,7 @@ bigger than `make test` does (every loop is bounded by a count and a time):
 | `RELIABILITY_LOAD_S` | 8 | its duration (seconds) |
 | `RELIABILITY_OUTAGE_S` | 40 | seconds the LLM is down in the long-outage run |
 | `RELIABILITY_OUTAGE_TURNS` | 12 | turns arriving during it |
-| `RELIABILITY_RACE_ROUNDS` | 6 | race run: interleavings per pair (`make reliability`: 50) |
+| `RELIABILITY_RACE_ROUNDS` | 6 | race run: interleavings per pair (`make reliability`: 100) |
 | `RELIABILITY_RACE_TIME_S` | 240 | time limit of the race run (seconds) |
 | `RELIABILITY_RESULTS` | - | a folder: the runs write their figures there as JSON |
 """

@@ -2,10 +2,11 @@
 a chat deletion and another extraction, at a random moment, with a random answer.
 
 Every round uses its own users, so one database holds the whole run; each pair gets
-`RELIABILITY_RACE_ROUNDS` rounds (50 under `make reliability`), seeded, and the run stops
-early after `RELIABILITY_RACE_TIME_S`. The figures (resurrected memories, double successors,
-stuck turns, writes for discarded turns, lost edits, operations that waited for the LLM —
-all must be 0) go to `$RELIABILITY_RESULTS/extraction_races.json`.
+`RELIABILITY_RACE_ROUNDS` rounds (100 under `make reliability`: 500 interleavings), seeded,
+and the run stops early after `RELIABILITY_RACE_TIME_S`. The figures (resurrected memories,
+double successors, stuck turns, writes for discarded turns, lost edits, versions left active
+after a forget, operations that waited for the LLM — all must be 0) go to
+`$RELIABILITY_RESULTS/extraction_races.json`.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ async def _run_round(
                 # the second extraction is held too; the two answers go in a random order
                 other_task = asyncio.create_task(racing())
                 await gate.wait_arrived(arrived + 2)
-                gate.release(2)
+                gate.open()  # the one that finds m1 replaced asks again
                 await asyncio.gather(task, other_task)
             else:
                 await _must_not_wait(racing, task, figures)
@@ -216,6 +217,17 @@ async def _check_round(
         )
     ).fetchone()
     figures["writes_for_discarded_turns"] += int(row[0]) if row else 0
+    if pair == "forget":
+        # forgetting the id the user had (maybe superseded by the answer since) forgets
+        # every version of the fact: no successor stays active
+        left = await (
+            await conn.execute(
+                "SELECT count(*) FROM memories WHERE owner_id = %s AND status = 'active' "
+                "AND content LIKE %s",
+                [user, f"Fact {token} changed by %"],
+            )
+        ).fetchone()
+        figures["versions_left_after_forget"] += int(left[0]) if left else 0
     if pair == "edit" and moment in ("during_the_call", "with_the_write"):
         edited = await (
             await conn.execute(
@@ -256,6 +268,7 @@ async def test_random_interleavings_never_resurrect_double_or_strand(
         **found.as_dict(),
         "writes_for_discarded_turns": figures["writes_for_discarded_turns"],
         "lost_edits": figures["lost_edits"],
+        "versions_left_after_forget": figures["versions_left_after_forget"],
         "waited_for_the_llm": figures["waited_for_the_llm"],
         "moments": {m: figures[f"moment:{m}"] for m in MOMENTS},
         "answers": {a: figures[f"answer:{a}"] for a in ANSWERS},
@@ -274,6 +287,7 @@ async def test_random_interleavings_never_resurrect_double_or_strand(
             "stuck_turns",
             "writes_for_discarded_turns",
             "lost_edits",
+            "versions_left_after_forget",
             "waited_for_the_llm",
         )
     } == {
@@ -282,5 +296,6 @@ async def test_random_interleavings_never_resurrect_double_or_strand(
         "stuck_turns": 0,
         "writes_for_discarded_turns": 0,
         "lost_edits": 0,
+        "versions_left_after_forget": 0,
         "waited_for_the_llm": 0,
     }

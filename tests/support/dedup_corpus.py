@@ -128,3 +128,24 @@ OTHER_WORD: list[tuple[str, str]] = [
     ("User's favourite colour is green", "User's favourite colour is blue"),
     ("User prefers Python", "User prefers Rust"),
 ]
+
+
+REWORDED: list[tuple[str, str]] = [
+    # (forgotten, said again in other words): sentences restructured around the same content
+    # words, as a user says a fact again; the forget guard must recognise them
+    # (service/core/forget_guard.py, MEANING_COSINE). The last two trade a content word for
+    # a synonym ("lives" → "home", "works" → "job"): counted, not recognised.
+    ("User has a dog named Rex", "Rex is the user's dog"),
+    ("User has a dog named Rex", "The user's dog is called Rex"),
+    ("User has a dog named Rex", "User is the owner of a dog, Rex"),
+    ("User has a dog named Rex", "The user owns Rex, a dog"),
+    ("User has a dog named Rex", "User's pet dog goes by the name Rex"),
+    ("User lives in Berlin", "Berlin is where the user lives"),
+    ("User is allergic to peanuts", "Peanuts give the user an allergic reaction"),
+    (
+        "User's sister Hanna moved to Lisbon in 2021",
+        "In 2021 Hanna, the user's sister, moved to Lisbon",
+    ),
+    ("User lives in Berlin", "User's home is in Berlin"),
+    ("User works as a nurse", "User's job is nursing"),
+]

@@ -1,8 +1,9 @@
 """A stand-in for the few Open WebUI tables the filter reads in-process (CONTRACT §7).
 
-`install` puts `open_webui`, `open_webui.models.chats`, `.shared_chats`, `.folders` and
-`.access_grants` into `sys.modules`, so the filter believes it runs inside Open WebUI. Rows are
-plain attribute objects, as Open WebUI's pydantic models are read by attribute; their shapes
+`install` puts `open_webui`, `open_webui.models.chats`, `.shared_chats`, `.folders`,
+`.access_grants` and `.users` into `sys.modules`, so the filter believes it runs inside Open
+WebUI. Rows are plain attribute objects, as Open WebUI's pydantic models are read by
+attribute; their shapes
 follow Open WebUI 0.12.4 (`ChatModel`, `SharedChatModel`, `FolderModel`, `AccessGrantModel`).
 """
 
@@ -36,6 +37,10 @@ class FakeOpenWebUI:
     failing: set[str] = field(default_factory=set)
     #: every table call, as (method name, arguments)
     calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    #: user id → role ("user", "admin"); a user not listed has the role "user"
+    roles: dict[str, str] = field(default_factory=dict)
+    #: an Open WebUI without `Chats.get_accessible_chat_by_id` (before 0.12.4)
+    without_accessible_chat: bool = False
 
     def install(self, monkeypatch: pytest.MonkeyPatch, *, with_models: bool = True) -> None:
         package = types.ModuleType("open_webui")
@@ -46,8 +51,15 @@ class FakeOpenWebUI:
         models = types.ModuleType("open_webui.models")
         models.__path__ = []
         monkeypatch.setitem(sys.modules, "open_webui.models", models)
+        chat_methods: dict[str, Any] = {
+            "get_chat_by_id": self._chat,
+            "is_chat_owner": self._is_owner,
+        }
+        if not self.without_accessible_chat:
+            chat_methods["get_accessible_chat_by_id"] = self._accessible_chat
         tables = {
-            "chats": ("Chats", {"get_chat_by_id": self._chat}),
+            "chats": ("Chats", chat_methods),
+            "users": ("Users", {"get_user_by_id": self._user}),
             "shared_chats": ("SharedChats", {"get_by_chat_id": self._share}),
             "folders": ("Folders", {"get_folder_by_id": self._folder}),
             "access_grants": ("AccessGrants", {"get_grants_by_resource": self._grants}),
@@ -76,8 +88,8 @@ class FakeOpenWebUI:
                 raise LookupBroken(name)
             return fn(*args)
 
-        async def call_async(*args: Any, db: Any = None) -> Any:
-            return call(*args)
+        async def call_async(*args: Any, db: Any = None, **keywords: Any) -> Any:
+            return call(*args, *keywords.values())
 
         if name == "has_folder_access":  # a coroutine in 0.12.4 whatever the tables are
             return call_async
@@ -89,6 +101,35 @@ class FakeOpenWebUI:
         if row is None:
             return None
         return types.SimpleNamespace(id=chat_id, **{"meta": {}, **row})
+
+    def _user(self, user_id: str) -> Any:
+        return types.SimpleNamespace(id=user_id, role=self.roles.get(user_id, "user"))
+
+    def _is_owner(self, chat_id: str, user_id: str) -> bool:
+        row = self.chats.get(chat_id)
+        return row is not None and row["user_id"] == user_id
+
+    def _accessible_chat(self, chat_id: str, user: Any, permission: str = "read") -> Any:
+        """As `Chats.get_accessible_chat_by_id` of 0.12.4: the owner; an admin reading
+        (ENABLE_ADMIN_CHAT_ACCESS, on by default); a chat shared to continue (its read grant
+        is taken as given here); a chat in a folder the user may read, for writing only when
+        the folder is shared to continue."""
+        row = self.chats.get(chat_id)
+        if row is None:
+            return None
+        chat = self._chat(chat_id)
+        if row["user_id"] == user.id or (user.role == "admin" and permission == "read"):
+            return chat
+        if self.shares.get(chat_id) == "continue":
+            return chat
+        folder = self._folder(row["folder_id"]) if row.get("folder_id") else None
+        if (
+            folder is not None
+            and (permission == "read" or (folder.data or {}).get("share_mode") == "continue")
+            and self._has_folder_access(user.id, folder, "read", None)
+        ):
+            return chat
+        return None
 
     def _share(self, chat_id: str) -> Any:
         if chat_id not in self.shares:

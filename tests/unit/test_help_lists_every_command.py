@@ -31,7 +31,7 @@ def test_help_names_every_other_word_with_its_command() -> None:
 
 def test_help_names_every_form_of_a_command() -> None:
     missing = [form for form in SUBCOMMANDS if f"`/memory {form}" not in HELP_TEXT]
-    assert (len(SUBCOMMANDS), missing) == (5, [])
+    assert (len(SUBCOMMANDS), missing) == (6, [])
 
 
 def test_every_alias_and_form_parses_to_its_command() -> None:
@@ -43,6 +43,7 @@ def test_every_alias_and_form_parses_to_its_command() -> None:
         "forget r-": CommandName.FORGET,
         "import confirm": CommandName.IMPORT,
         "import openwebui": CommandName.IMPORT,
+        "import openwebui forgotten": CommandName.IMPORT,
         "export markdown": CommandName.EXPORT,
     }
 

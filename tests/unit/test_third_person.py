@@ -79,3 +79,60 @@ def test_the_corpus_counts() -> None:
     results = [third_person(t) for t, _ in REWRITTEN] + [third_person(t) for t in UNCHANGED]
     assert (len(REWRITTEN), len(QUOTED), len(UNCHANGED)) == (30, 6, 8)
     assert sum(" I " in f" {r} " or r.startswith("My ") for r in results) == 0
+
+
+#: other languages, with words that hold an English pronoun's letters ("système", "Tôi",
+#: "crème") or are spelled like one ("me" in Spanish, "i" and "my" in Polish): never rewritten
+OTHER_LANGUAGES = [
+    ("fr", "Le système de chauffage est en panne depuis même lundi"),
+    ("fr", "Je m'appelle Marie et ce thème me plaît"),
+    ("de", "Ich träume von Bäumen, mein Gemüse wächst im Garten"),
+    ("es", "Me gusta el café y me llamo Lucía"),
+    ("pt", "Me chamo Ana e moro em São Paulo"),
+    ("it", "Io e mia madre ce ne andiamo, me lo ha detto"),
+    ("vi", "Tôi thích ăn phở và tôi sống ở Hà Nội"),
+    ("tr", "Yeni bir iş buldum ve İzmir'de yaşıyorum"),  # noqa: RUF001 - Turkish dotless i
+    ("pl", "Mam psa i kota, my mieszkamy w Krakowie"),
+    ("ru", "Меня зовут Иван, я живу в Москве"),
+    ("ja", "私は東京に住んでいます"),
+    ("zh", "我住在北京，我喜欢喝茶"),  # noqa: RUF001 - a Chinese comma
+    ("ar", "اسمي أحمد وأعيش في القاهرة"),
+    ("nl", "Ik ben Sam en mijn hond is bruin"),
+    ("ro", "Eu sunt din Cluj și îmi place muzica"),
+]
+#: English with words of other languages inside: rewritten, the foreign words kept whole
+ENGLISH_WITH_FOREIGN_WORDS = [
+    ("I love crème brûlée", "User loves crème brûlée"),
+    ("I live in Zürich", "User lives in Zürich"),
+    ("My café is in Besançon", "User's café is in Besançon"),
+    ("I drink phở on Sundays at Tôi Café", "User drinks phở on Sundays at Tôi Café"),
+    ("I love the Café de Flore", "User loves the Café de Flore"),
+]
+
+
+@pytest.mark.parametrize(("language", "typed"), OTHER_LANGUAGES)
+def test_other_languages_are_stored_as_typed(language: str, typed: str) -> None:
+    assert third_person(typed) == typed, language
+
+
+def test_the_other_languages_are_at_least_ten() -> None:
+    assert len({language for language, _ in OTHER_LANGUAGES}) >= 10
+
+
+@pytest.mark.parametrize(("typed", "stored"), ENGLISH_WITH_FOREIGN_WORDS)
+def test_foreign_words_in_english_are_never_cut(typed: str, stored: str) -> None:
+    assert third_person(typed) == stored
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [t for t, _ in REWRITTEN]
+    + QUOTED
+    + UNCHANGED
+    + [t for _, t in OTHER_LANGUAGES]
+    + [t for t, _ in ENGLISH_WITH_FOREIGN_WORDS],
+)
+def test_rewriting_twice_changes_nothing_more(typed: str) -> None:
+    """An import preview's text is guarded again when confirmed: never quoted twice."""
+    once = third_person(typed)
+    assert third_person(once) == once

@@ -15,7 +15,7 @@ from service.api.schemas import (
     TurnRequest,
     TurnResponse,
 )
-from service.flows import commands, context, turns
+from service.flows import chat_owner, commands, context, turns
 from service.flows import status as status_flow
 
 router = APIRouter(prefix="/v1", tags=["chat"])
@@ -32,9 +32,11 @@ async def post_context(body: ContextRequest, rt: RuntimeDep) -> ContextResponse:
     In a private chat the sender's due reminders are added in a "Reminders" section, once
     each, and a "remind me …" in the message is set (or answered with why not).
     """
+    chat = body.chat.to_record()
+    await chat_owner.check(rt, chat)
     result = await context.build_context(
         rt,
-        chat=body.chat.to_record(),
+        chat=chat,
         message=body.message,
         budget_tokens=body.budget_tokens,
         now=body.now,
@@ -67,9 +69,11 @@ async def post_turn(body: TurnRequest, rt: RuntimeDep) -> TurnResponse:
     Idempotent per (chat_id, user_message_id): a repeated outlet or a regenerated reply
     answers `duplicate` and is never extracted twice.
     """
+    chat = body.chat.to_record()
+    await chat_owner.check(rt, chat)
     state, detail = await turns.accept_turn(
         rt,
-        chat=body.chat.to_record(),
+        chat=chat,
         user_message_id=body.user_message_id,
         user_message=body.user_message,
         assistant_message=body.assistant_message,
@@ -99,7 +103,7 @@ async def post_command(body: CommandRequest, rt: RuntimeDep) -> CommandResponse:
     No LLM is used (but by `/memory import` of free text). Unknown commands and wrong ids get
     a helpful `text`, not an error.
     """
-    name, text = await commands.run_command(
-        rt, chat=body.chat.to_record(), command_text=body.command, now=body.now
-    )
+    chat = body.chat.to_record()
+    await chat_owner.check(rt, chat)
+    name, text = await commands.run_command(rt, chat=chat, command_text=body.command, now=body.now)
     return CommandResponse(command=name, text=text)

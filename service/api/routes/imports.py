@@ -39,6 +39,11 @@ class OpenWebUIImport(BaseModel):
 
     chat: ChatContextIn
     memories: list[OpenWebUIMemory] = Field(max_length=MAX_IMPORT_ITEMS)
+    include_forgotten: bool = Field(
+        default=False,
+        description="also the memories the user forgot here (`/memory import openwebui "
+        "forgotten`); without it they are skipped and counted",
+    )
     now: datetime | None = None
 
 
@@ -55,7 +60,9 @@ async def import_openwebui(body: OpenWebUIImport, rt: RuntimeDep) -> CommandResp
         for m in body.memories
         if m.content.strip()
     ]
-    text = await import_command.from_openwebui(rt, body.chat.to_record(), rows)
+    text = await import_command.from_openwebui(
+        rt, body.chat.to_record(), rows, include_forgotten=body.include_forgotten
+    )
     return CommandResponse(command="import", text=text)
 
 

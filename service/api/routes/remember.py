@@ -12,6 +12,7 @@ from service.api.deps import RuntimeDep
 from service.api.schemas import MAX_MESSAGE_CHARS, ChatContextIn, _utc
 from service.core import commands as text
 from service.core.remember import MAX_CONTEXT_MESSAGES, Outcome, Role
+from service.flows import chat_owner
 from service.flows import remember as remember_flow
 
 router = APIRouter(prefix="/v1/memories", tags=["chat"])
@@ -75,9 +76,11 @@ async def post_remember(body: RememberRequest, rt: RuntimeDep) -> RememberRespon
     Never an error for what cannot be stored (a duplicate, a secret, an instruction, a bank
     this chat may not write): `status` and `text` say so. 422 with the field for bad input.
     """
+    chat = body.chat.to_record()
+    await chat_owner.check(rt, chat)  # 403: another user's private chat
     result = await remember_flow.remember(
         rt,
-        chat=body.chat.to_record(),
+        chat=chat,
         message_id=body.message_id,
         role=body.role,
         content=body.content,

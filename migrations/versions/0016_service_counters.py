@@ -3,7 +3,7 @@
 Workers serve no HTTP; each process adds what it counted here every few seconds, and every
 replica's /metrics and /v1/status read the sums (service/flows/counters.py).
 
-Revision ID: 0016_ops_service_counters
+Revision ID: 0016_service_counters
 Revises: 0015_forget_guards
 Create Date: 2026-12-04
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0016_ops_service_counters"
+revision = "0016_service_counters"
 down_revision = "0015_forget_guards"
 branch_labels = None
 depends_on = None
