@@ -65,6 +65,36 @@ async def record_created(session: AsyncSession, memory: Memory, *, actor: str, r
     await session.flush()
 
 
+async def record_created_many(
+    session: AsyncSession, added: Sequence[Memory], *, actor: str, reason: str
+) -> None:
+    """The "create" events of memories just inserted (`record_created` for each), written
+    in one batched statement."""
+    await record_many(
+        session,
+        [
+            {
+                "memory_id": m.id,
+                "owner_id": m.owner_id,
+                "actor": actor,
+                "action": "create",
+                "reason": reason,
+                "before": None,
+                "after": snapshot(m),
+            }
+            for m in added
+        ],
+    )
+
+
+async def record_many(session: AsyncSession, events: Sequence[dict[str, Any]]) -> None:
+    """Append audit events, flushed as one batched INSERT; each a dict of `record`'s
+    arguments (memory_id, owner_id, actor, action, reason, before, after)."""
+    if events:
+        session.add_all([MemoryEventRow(**e) for e in events])
+        await session.flush()
+
+
 async def scrub(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> None:
     """Remove memory content from the audit trail of forgotten memories (keeps who/when/what)."""
     await session.execute(

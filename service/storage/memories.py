@@ -89,6 +89,57 @@ async def insert(
     return memory_rows.to_record(row)
 
 
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """One active memory to insert with `insert_many` (the arguments of `insert`)."""
+
+    owner_kind: OwnerKind
+    owner_id: str
+    bank: Bank
+    content: str
+    tags: tuple[str, ...]
+    confidence: float
+    source_kind: SourceKind
+    source_chat_id: str | None
+    source_message_id: str | None
+    created_at: datetime  #: when the fact was stated (tz-aware)
+    embedding: np.ndarray | None  #: (384,) float32, L2-normalized, or None to embed later
+    embedding_model: str | None
+    updated_at: datetime | None = None  #: its last change; None = created_at
+
+
+async def insert_many(session: AsyncSession, rows: Sequence[NewMemory]) -> list[Memory]:
+    """Insert active memories in one batched statement (an import's batch) and return them
+    in the order of `rows`; the same rows `insert` writes one by one."""
+    added = [
+        MemoryRow(
+            id=uuid.uuid4(),
+            owner_kind=r.owner_kind.value,
+            owner_id=r.owner_id,
+            bank=r.bank.value,
+            content=r.content,
+            tags=list(r.tags),
+            confidence=r.confidence,
+            status=Status.ACTIVE.value,
+            source_kind=r.source_kind.value,
+            source_chat_id=r.source_chat_id,
+            source_message_id=r.source_message_id,
+            created_at=r.created_at,
+            updated_at=r.updated_at or r.created_at,
+            last_used_at=None,
+            version=1,
+            embedding=r.embedding,
+            embedding_model=r.embedding_model if r.embedding is not None else None,
+        )
+        for r in rows
+    ]
+    if not added:
+        return []
+    session.add_all(added)
+    await session.flush()  # SQLAlchemy sends the batch as one INSERT … RETURNING
+    return [memory_rows.to_record(row) for row in added]
+
+
 async def get(
     session: AsyncSession,
     *,
