@@ -154,6 +154,22 @@ async def get(
     return memory_rows.to_record(row) if row else None
 
 
+async def get_many(
+    session: AsyncSession,
+    *,
+    scope: ReadScope,
+    memory_ids: Sequence[uuid.UUID],
+    statuses: Sequence[Status] = (Status.ACTIVE,),
+) -> list[Memory]:
+    """The memories of `memory_ids` that lie in `scope` and have one of `statuses`, in
+    ascending seq (one statement: the set-based `get` of bulk forgets)."""
+    ids = list(dict.fromkeys(memory_ids))
+    if not ids or not scope:
+        return []
+    stmt = memory_rows.owned(scope, statuses).where(MemoryRow.id.in_(ids)).order_by(MemoryRow.seq)
+    return [memory_rows.to_record(r) for r in (await session.execute(stmt)).scalars()]
+
+
 async def get_by_seq(
     session: AsyncSession,
     *,
@@ -407,6 +423,21 @@ async def history_chain(session: AsyncSession, *, memory_id: uuid.UUID) -> list[
         frontier = [r for r in rows if r not in chain]
         chain.extend(frontier)
     return chain
+
+
+async def history_chains(
+    session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]
+) -> list[uuid.UUID]:
+    """`history_chain` of many memories at once: `memory_ids` and every earlier version any
+    of them (transitively) superseded, in one recursive statement; the given ids first."""
+    ids = list(dict.fromkeys(memory_ids))
+    if not ids:
+        return []
+    roots = select(MemoryRow.id).where(MemoryRow.id.in_(ids)).cte("chain", recursive=True)
+    earlier = select(MemoryRow.id).join(roots, MemoryRow.superseded_by == roots.c.id)
+    chain = roots.union(earlier)
+    found = set((await session.execute(select(chain.c.id))).scalars())
+    return ids + sorted(found - set(ids))
 
 
 async def tombstone(
