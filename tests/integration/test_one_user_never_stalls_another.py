@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
@@ -29,6 +30,8 @@ from service.flows import commands, consolidation, context, extraction, imports
 from service.flows import memories as memory_flow
 from service.flows.consolidation import Owner
 from service.storage import memories
+from testkit.live_service import LiveService
+from testkit.waiting import wait_until
 from tests.support.runtimes import RuntimeFactory, runtime_factory
 
 CHAT = ChatContext(user_id="ana", kind=ChatKind.SAVED, chat_id="c-ana")
@@ -344,3 +347,47 @@ async def test_a_long_message_is_looked_up_as_far_as_the_model_reads(
 
 def test_a_short_text_is_read_whole(encoder: Encoder) -> None:
     assert encoder.model_text("Where do I live?") == "Where do I live?"
+
+
+# --- 4. ready means warm ------------------------------------------------------------------
+
+
+def test_readyz_waits_for_the_warm_up_and_the_first_turn_is_served_warm(
+    database_url: str, encoder: Encoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.flows import warmup  # new in issue 26
+
+    entered, release = threading.Event(), threading.Event()
+    original = warmup.warm_up
+    ran: list[str] = []
+
+    async def slow_warm_up(rt: Any) -> None:
+        entered.set()
+        await asyncio.to_thread(release.wait, 120)
+        await original(rt)
+        ran.append("warm-up")
+
+    monkeypatch.setattr(warmup, "warm_up", slow_warm_up)
+    live = LiveService.start(
+        database_url=database_url, encoder=encoder, state_dir=tmp_path / "s", until="/healthz"
+    )
+    try:
+        assert entered.wait(60)
+        held = httpx.get(f"{live.base_url}/readyz", timeout=30)
+        assert (held.status_code, held.json()["status"]) == (503, "warming up")
+        assert httpx.get(f"{live.base_url}/healthz", timeout=30).status_code == 200
+        release.set()
+        wait_until(
+            lambda: httpx.get(f"{live.base_url}/readyz", timeout=30).status_code == 200,
+            what="/readyz after the warm-up",
+        )
+        assert ran == ["warm-up"] and live.app.state.runtime.warm
+        first = live.client.post(
+            "/v1/context",
+            json={"chat": {"user_id": "ana", "kind": "saved", "chat_id": "c1"}, "message": "hi"},
+        )
+    finally:
+        release.set()
+        live.stop()
+    assert first.status_code == 200
+    assert first.json()["status"] != context.DEGRADED
