@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import redaction
@@ -88,11 +88,10 @@ async def record_created_many(
 
 
 async def record_many(session: AsyncSession, events: Sequence[dict[str, Any]]) -> None:
-    """Append audit events, flushed as one batched INSERT; each a dict of `record`'s
-    arguments (memory_id, owner_id, actor, action, reason, before, after)."""
+    """Append audit events in one batched INSERT (no ids read back); each a dict of
+    `record`'s arguments (memory_id, owner_id, actor, action, reason, before, after)."""
     if events:
-        session.add_all([MemoryEventRow(**e) for e in events])
-        await session.flush()
+        await session.execute(insert(MemoryEventRow.__table__), list(events))
 
 
 async def scrub(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> None:
