@@ -2,6 +2,7 @@
 
     python -m bench.noisy_neighbour                          # 5,000 imported, consolidated
     python -m bench.noisy_neighbour --import-items 1000 --phase-seconds 5     # a quick look
+    python -m bench.noisy_neighbour --separate-worker       # workers in their own process
 
 One service (uvicorn in a thread, in-process job workers as `serve` runs them) on an embedded
 PostgreSQL, an LLM stand-in (testkit.llm_stub) for extraction and summaries. User B sends
@@ -41,6 +42,7 @@ import numpy as np
 
 from bench.latency_scale import FILTER_TIMEOUT_MS, percentiles, synthetic_messages
 from bench.locomo import REPO_ROOT
+from bench.service_process import ServiceProcess, free_port
 
 __all__ = ["main", "run_benchmark"]
 
@@ -274,6 +276,19 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
     return {"phases": phases}
 
 
+async def _workers_up(url: str) -> bool:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        row = await (
+            await conn.execute(
+                "SELECT count(*) FROM procrastinate_workers"
+                " WHERE last_heartbeat > now() - interval '30 seconds'"
+            )
+        ).fetchone()
+    return bool(row and row[0])
+
+
 def _ratio(a: Any, b: Any) -> float | None:
     return round(float(a) / float(b), 2) if a is not None and b else None
 
@@ -292,7 +307,27 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         try:
             migrate.upgrade(url)
             encoder = Encoder(onnx_dir=Path(tmp) / "models")
+            # A holds the whole import; its consolidation is a limit run at the cap
+            env = {
+                "MEMORY_CAP": str(args.import_items),
+                "MEMORY_CONTEXT_DEADLINE_S": "0.5",
+                "MEMORY_BATCH_MESSAGES": "1",  # each turn extracted at once, in either mode
+            }
             with LLMStub(responder=responder) as llm:
+                worker = None
+                if args.separate_worker:
+                    worker = ServiceProcess(
+                        state_dir=Path(tmp) / "worker",
+                        port=free_port(),
+                        api_key="noisy-neighbour",
+                        llm_base_url=llm.base_url,
+                        llm_model="stub-model",
+                        log_path=Path(tmp) / "worker.log",
+                        env={"DATABASE_URL": url, **env},
+                        command="worker",
+                    )
+                    worker.start()
+                    await _until(lambda: _workers_up(url), timeout_s=300)
                 live = LiveService.start(
                     database_url=url,
                     encoder=encoder,
@@ -300,9 +335,8 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     env={
                         "LLM_BASE_URL": llm.base_url,
                         "LLM_MODEL": "stub-model",
-                        # A holds the whole import; its consolidation is a limit run at the cap
-                        "MEMORY_CAP": str(args.import_items),
-                        "MEMORY_CONTEXT_DEADLINE_S": "0.5",
+                        "MEMORY_RUN_WORKERS": "false" if args.separate_worker else "true",
+                        **env,
                     },
                     timeout_s=300,
                 )
@@ -310,6 +344,8 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     results = await run_phases(live.base_url, live.api_key, url, args)
                 finally:
                     live.stop()
+                    if worker is not None:
+                        worker.terminate()
             encoder.close()
         finally:
             server.cleanup()
@@ -317,7 +353,9 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "import_items": args.import_items,
         "phase_seconds": args.phase_seconds,
         "seed": args.seed,
-        "workers": "in-process (serve's default)",
+        "workers": "a separate worker process (MEMORY_RUN_WORKERS=false)"
+        if args.separate_worker
+        else "in-process (serve's default)",
         "runtime_s": round(time.perf_counter() - started, 1),
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
@@ -358,6 +396,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--phase-seconds", type=float, default=20.0, help="alone / long message")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="longest wait per phase")
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument(
+        "--separate-worker",
+        action="store_true",
+        help="job workers in a `worker` process beside the API (MEMORY_RUN_WORKERS=false)",
+    )
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
     return parser.parse_args(argv)
 
@@ -366,7 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     results = asyncio.run(run_benchmark(args))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    base = args.out_dir / "noisy_neighbour"
+    base = args.out_dir / (
+        "noisy_neighbour_separate_worker" if args.separate_worker else "noisy_neighbour"
+    )
     base.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     base.with_suffix(".md").write_text(render_markdown(results), encoding="utf-8")
     print(render_markdown(results))

@@ -314,7 +314,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     # are personal); elsewhere the user's own two banks, never an assistant's
     own = ReadScope((assistant,)) if assistant else memory_flow.owned_scope(chat.user_id)
     async with rt.db.unit_of_work() as session:
-        rows = await memories.export_rows(session, scope=own)
+        rows = await memories.records_of(session, scope=own)
     reminders = [] if assistant else await reminder_flow.list_for_user(rt, user_id=chat.user_id)
     if not rows and not reminders:
         # nothing stored yet, but what the user said may still wait to be read: it goes,
@@ -379,7 +379,7 @@ async def _forget_all_confirmed(
         await import_store.discard_pending(session, user_id=chat.user_id)
         await remember_store.discard(session, reason="forget_all", user_id=chat.user_id)
     async with rt.db.unit_of_work() as session:
-        rows = await memories.export_rows(session, scope=own)
+        rows = await memories.records_of(session, scope=own)
     await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")
     forgot = f"Forgot {'' if len(rows) == 1 else 'all '}"
     if assistant:
@@ -504,7 +504,7 @@ def _is_profile_item(item: dict[str, object]) -> bool:
 
 async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     async with rt.db.unit_of_work() as session:
-        rows = await memories.export_rows(session, scope=scope)
+        rows = await memories.records_of(session, scope=scope)
     if command.args.lower() in ("markdown", "md"):
         return import_flow.export_markdown(rows)
     data = export_json(rows)

@@ -337,7 +337,7 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
     async with rt.db.unit_of_work() as session:
         # texts kept for the chats' summaries go now, so no summary is written for a gone chat
         await chat_summary.erase_uncovered(session, chat_ids=chat_ids)
-        rows = await memories.export_rows(session, scope=scope)
+        rows = await memories.records_of(session, scope=scope)
     return await forget_all_of(rt, scope=scope, rows=rows, actor=actor)
 
 
@@ -368,7 +368,7 @@ async def forget_folders(
         chat_ids = await turns.chat_ids_in_folders(session, folder_ids=folder_ids)
         if with_chats:
             await turns.discard(session, chat_ids=chat_ids)
-        rows = await memories.export_rows(session, scope=scope)
+        rows = await memories.records_of(session, scope=scope)
     count = await forget_all_of(rt, scope=scope, rows=rows, actor=actor)
     if with_chats:
         count += await forget_chat(rt, chat_ids=chat_ids, actor=actor)
@@ -392,7 +392,7 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
         await remember_store.discard(session, reason="user_deleted", user_id=user_id)
     own = await everything_of(rt, user_id=user_id)
     async with rt.db.unit_of_work() as session:
-        rows = await memories.export_rows(session, scope=own)
+        rows = await memories.records_of(session, scope=own)
     count = await forget_all_of(rt, scope=own, rows=rows, actor=actor)
     count += await forget_chats_of_user(rt, user_id=user_id, actor=actor)
     await reminder_flow.cancel_all(rt, user_id=user_id)

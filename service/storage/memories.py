@@ -166,8 +166,17 @@ async def get_many(
     ids = list(dict.fromkeys(memory_ids))
     if not ids or not scope:
         return []
-    stmt = memory_rows.owned(scope, statuses).where(MemoryRow.id.in_(ids)).order_by(MemoryRow.seq)
-    return [memory_rows.to_record(r) for r in (await session.execute(stmt)).scalars()]
+    # the record's columns only (no vector to decode): a bulk forget reads thousands
+    stmt = (
+        select(*memory_rows.RECORD_COLUMNS)
+        .where(
+            memory_rows.scope_filter(scope),
+            MemoryRow.status.in_([s.value for s in statuses]),
+            MemoryRow.id.in_(ids),
+        )
+        .order_by(MemoryRow.seq)
+    )
+    return [memory_rows.record_from_row(r) for r in (await session.execute(stmt)).all()]
 
 
 async def get_by_seq(
@@ -190,6 +199,24 @@ async def export_rows(session: AsyncSession, *, scope: ReadScope) -> list[Memory
         MemoryRow.seq
     )
     return [memory_rows.to_record(r) for r in (await session.execute(stmt)).scalars()]
+
+
+async def records_of(session: AsyncSession, *, scope: ReadScope) -> list[Memory]:
+    """`export_rows` without reading vectors: every memory in `scope` that still has content,
+    in ascending seq, as records (what a bulk forget needs; thousands of rows decode fast)."""
+    if not scope:
+        return []
+    stmt = (
+        select(*memory_rows.RECORD_COLUMNS)
+        .where(
+            memory_rows.scope_filter(scope),
+            MemoryRow.status.in_(
+                [Status.ACTIVE.value, Status.SUPERSEDED.value, Status.ARCHIVED.value]
+            ),
+        )
+        .order_by(MemoryRow.seq)
+    )
+    return [memory_rows.record_from_row(r) for r in (await session.execute(stmt)).all()]
 
 
 async def list_memories(
