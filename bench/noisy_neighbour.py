@@ -43,6 +43,7 @@ import numpy as np
 from bench.latency_scale import FILTER_TIMEOUT_MS, percentiles, synthetic_messages
 from bench.locomo import REPO_ROOT
 from bench.service_process import ServiceProcess, free_port
+from testkit.extraction_replies import is_chat_summary_request
 
 __all__ = ["main", "run_benchmark"]
 
@@ -62,6 +63,8 @@ def responder(request: dict[str, Any]) -> str:
     """The LLM stand-in: summaries that cover their sources, the huge answer for A's marked
     turn, and no operation for everything else."""
     prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+    if is_chat_summary_request(request):
+        return json.dumps({"summary": "The user asked for ideas about things to do."})
     if "<source_memories>" in prompt:
         sources = re.findall(r"^\[(s\d+)\] \(\d{4}-\d{2}-\d{2}\) (.*)$", prompt, re.MULTILINE)
         text = "; ".join(t for _, t in sources)[:590]

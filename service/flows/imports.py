@@ -216,7 +216,7 @@ async def _within_cap(
 
     An import never takes an owner past the cap the summarizer keeps (config.memory_cap):
     what does not fit is counted and said, not written. An admin restoring a larger bank
-    raises MEMORY_CAP first (docs/howto/import.md).
+    raises MEMORY_CAP first (docs/reference/http-api.md, import).
     """
     cap = rt.settings.memory_cap
     room: dict[tuple[OwnerKind, str], int] = {}
