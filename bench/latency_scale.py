@@ -14,7 +14,13 @@ memories:
   (`testkit.live_service.LiveService`);
 - both **cold** (PostgreSQL just restarted so its shared buffers are empty, a fresh service with
   empty caches, messages never seen before; the OS page cache is left as it is unless
-  `--drop-os-cache`) and **warm** (the same messages again right after);
+  `--drop-os-cache`) and **warm** (right after, with messages never embedded before either,
+  so the query vector is computed as in a real chat and never comes from the encoder's
+  cache);
+- **the floor** (service-side, warm): one query embedding plus one bare pgvector top-10 on
+  the same table and index (the cell's own HNSW index when it has one), measured interleaved
+  with the warm context calls (context, floor, context, floor, …, each with its own new
+  message) so both see the same machine; the report gives the context call as a ratio to it;
 - **throughput**: `POST /v1/context` with httpx.AsyncClient at a growing number of concurrent
   requests, each with a message never seen before; the best requests/s whose p95 stays under
   100 ms is reported;
@@ -417,7 +423,8 @@ class Database:
 
 @contextlib.asynccontextmanager
 async def service_runtime(url: str, state_dir: Path, encoder: Any) -> AsyncIterator[Any]:
-    """A fresh service `Runtime` (empty caches) built by the app's own lifespan, no workers."""
+    """A fresh service `Runtime` (empty caches) built by the app's own lifespan, no workers,
+    once ready (its warm-up done: flows/warmup.py)."""
     from service.api.app import create_app
     from service.config import Settings
 
@@ -429,6 +436,9 @@ async def service_runtime(url: str, state_dir: Path, encoder: Any) -> AsyncItera
     )
     app = create_app(settings, encoder=encoder)
     async with app.router.lifespan_context(app):
+        # measured once ready, as a deployment routes traffic once /readyz says so
+        while not app.state.runtime.warm:
+            await asyncio.sleep(0.05)
         yield app.state.runtime
 
 
@@ -455,6 +465,76 @@ async def timed_pass(
         if len(times) >= 10 and time.perf_counter() > deadline:
             break
     return times, os.getloadavg()[0]
+
+
+def fresh_messages(rng: np.random.Generator, n: int, *, seen: set[str]) -> list[str]:
+    """`n` distinct messages none of which is in `seen` (nor embedded before this run)."""
+    out: list[str] = []
+    while len(out) < n:
+        out += [m for m in synthetic_messages(rng, n) if m not in seen and m not in out]
+    return out[:n]
+
+
+FLOOR_SQL = (
+    "SELECT id FROM memories WHERE owner_kind = 'user' AND owner_id = :owner "
+    "AND bank = 'personal' AND status = 'active' AND embedding_model = :model "
+    "ORDER BY embedding::vector(384) <=> CAST(:vector AS vector(384)) LIMIT 10"
+)
+"""The bare pgvector top-10 of the floor: the predicate of the cell's own HNSW index
+(storage/owner_indexes.py), so the planner takes that index when the cell has one, and the
+owner index with an exact sort when not; run on the service's pool (its hnsw.ef_search)."""
+
+
+def bare_floor(rt: Any, *, user_id: str) -> Callable[[str], Any]:
+    """One query embedding + one bare pgvector top-10 (FLOOR_SQL) for `user_id`."""
+    from sqlalchemy import text
+
+    async def floor(message: str) -> None:
+        vector = await rt.encoder.encode_one(message)
+        literal = "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
+        async with rt.db.reads() as session:
+            found = await session.execute(
+                text(FLOOR_SQL),
+                {"owner": user_id, "model": rt.encoder.model_name, "vector": literal},
+            )
+            found.all()
+
+    return floor
+
+
+async def interleaved_pass(
+    call: Callable[[str], Any],
+    floor: Callable[[str], Any],
+    messages: Sequence[str],
+    floor_messages: Sequence[str],
+    max_seconds: float,
+    floor_ms: list[float],
+) -> tuple[list[float], float]:
+    """`timed_pass` of `call`, with `floor` timed between every two calls (into `floor_ms`),
+    each with a message of its own."""
+    times: list[float] = []
+    deadline = time.perf_counter() + max_seconds
+    for message, other in zip(messages, floor_messages, strict=False):
+        started = time.perf_counter()
+        await call(message)
+        times.append((time.perf_counter() - started) * 1000.0)
+        started = time.perf_counter()
+        await floor(other)
+        floor_ms.append((time.perf_counter() - started) * 1000.0)
+        if len(times) >= 10 and time.perf_counter() > deadline:
+            break
+    return times, os.getloadavg()[0]
+
+
+def floor_row(times: Sequence[float], floor_ms: Sequence[float]) -> dict[str, Any]:
+    """The floor's percentiles and the context call's p50 and p95 as ratios to the floor's."""
+    context_p, floor_p = percentiles(times), percentiles(floor_ms)
+
+    def ratio(key: str) -> float | None:
+        a, b = context_p[key], floor_p[key]
+        return round(float(a) / float(b), 2) if a is not None and b else None
+
+    return {"floor": floor_p, "ratio_p50": ratio("p50_ms"), "ratio_p95": ratio("p95_ms")}
 
 
 def _outcome(statuses: Counter[str], items: Sequence[int]) -> dict[str, Any]:
@@ -517,11 +597,20 @@ async def measure_service_side(
             )
             statuses.clear()
             items.clear()
-            times, load = await timed_pass(call, messages[: len(times)], args.pass_seconds)
-            warm.append(_row(rows, times, load, **_outcome(statuses, items)))
+            # warm: the service is warm, but every message is new (never embedded before)
+            fresh = fresh_messages(rng, 2 * len(times), seen=set(messages))
+            floor_ms: list[float] = []
+            floor = bare_floor(rt, user_id=f"bench-user-{rows}")
+            times, load = await interleaved_pass(
+                call, floor, fresh[::2], fresh[1::2], args.pass_seconds, floor_ms
+            )
+            warm.append(
+                _row(rows, times, load, **_outcome(statuses, items)) | floor_row(times, floor_ms)
+            )
             _progress(
                 f"service-side {rows:,}: cold p50 {cold[-1]['p50_ms']} ms, "
-                f"warm p50 {warm[-1]['p50_ms']} ms"
+                f"warm p50 {warm[-1]['p50_ms']} ms, floor p50 {warm[-1]['floor']['p50_ms']} ms "
+                f"(x{warm[-1]['ratio_p50']} p50, x{warm[-1]['ratio_p95']} p95)"
             )
         await _drain_background_tasks()
     return {"cold": cold, "warm": warm}
@@ -616,7 +705,8 @@ async def measure_filter(
                 )
             )
             statuses.clear()
-            times, load = await timed_pass(call, messages[: len(times)], args.pass_seconds)
+            fresh = fresh_messages(rng, len(times), seen=set(messages))
+            times, load = await timed_pass(call, fresh, args.pass_seconds)
             warm.append(
                 _row(
                     rows,
@@ -906,7 +996,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         ),
         "",
         "Times in ms. Cold = PostgreSQL just restarted, fresh service caches, messages never "
-        "seen; warm = the same messages again. `first` = the first request after the restart.",
+        "seen; warm = the service warm, messages never embedded before either (no "
+        "embedding-cache hit). `first` = the first request after the restart.",
         "",
         "| path | memories of the user | n | p50 | p95 | p99 | max | first | load avg "
         "| answers (status line: count) |",
@@ -924,6 +1015,25 @@ def render_markdown(results: dict[str, Any]) -> str:
                 f"| {_ms(row['p95_ms'])} | {_ms(row['p99_ms'])} | {_ms(row['max_ms'])} "
                 f"| {_ms(row.get('first_ms'))} | {row['loadavg_1min']} "
                 f"| {_statuses(row)} |"
+            )
+    lines += [
+        "",
+        "## The context call against its floor (service-side, warm, interleaved)",
+        "",
+        "Floor = one query embedding + one bare pgvector top-10 on the same table and index "
+        "(`FLOOR_SQL`), timed between every two context calls, each with a new message. "
+        "Goal (issue 26): context ≤ 1.5× the floor at 10k memories, ≤ 2× at 100k.",
+        "",
+        "| memories of the user | context p50 | context p95 | floor p50 | floor p95 "
+        "| ratio p50 | ratio p95 |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in results["service_side"]["warm"]:
+        if "floor" in row:
+            lines.append(
+                f"| {row['user_rows']:,} | {_ms(row['p50_ms'])} | {_ms(row['p95_ms'])} "
+                f"| {_ms(row['floor']['p50_ms'])} | {_ms(row['floor']['p95_ms'])} "
+                f"| {row['ratio_p50']} | {row['ratio_p95']} |"
             )
     over = [
         f"{state} {r['user_rows']:,}: {r['over_default_timeout']}/{r['n']}"

@@ -43,7 +43,10 @@ class LiveService:
         state_dir: Path,
         env: dict[str, str] | None = None,
         timeout_s: float = 60,
+        until: str = "/readyz",
     ) -> LiveService:
+        """Start the service and return once `until` answers 200 ("/readyz": warm and
+        ready; "/healthz": the process serves, the read path may still be warming up)."""
         key = secrets.token_urlsafe(16)
         # A busy 2-core test machine must not turn the inlet deadline into flaky tests;
         # tests of the deadline set it themselves. Extraction runs per turn unless a test
@@ -71,12 +74,12 @@ class LiveService:
         def ready() -> bool:
             if not thread.is_alive():
                 raise RuntimeError("the service thread exited during startup")
-            return httpx.get(f"{live.base_url}/readyz", timeout=2).status_code == 200
+            return httpx.get(f"{live.base_url}{until}", timeout=2).status_code == 200
 
         try:
             wait_until(
                 ready,
-                what="the service's /readyz",
+                what=f"the service's {until}",
                 timeout_s=timeout_s,
                 ignoring=(httpx.HTTPError,),
             )

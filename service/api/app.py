@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ from service.api.routes import (
 )
 from service.config import Settings
 from service.embeddings.encoder import Encoder
+from service.flows import warmup
 from service.jobs import background
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,8 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     Nothing connects or loads at call time: the lifespan builds the Runtime
     (`bootstrap.open_service`: PostgreSQL, embedded unless DATABASE_URL is set, migrations, the
     embedding model unless `encoder` is given, as tests do to share one, the job queue) and
-    starts the in-process workers unless MEMORY_RUN_WORKERS=false (`jobs.background`).
+    starts the in-process workers unless MEMORY_RUN_WORKERS=false (`jobs.background`), then
+    warms the read path (`flows.warmup`): /readyz answers ready once that is done.
     """
 
     @contextlib.asynccontextmanager
@@ -56,9 +59,14 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
             background.running(runtime, workers=settings.run_workers),
         ):
             app.state.runtime = runtime
+            # /healthz answers at once; /readyz once the read path ran (flows/warmup.py)
+            warming = asyncio.create_task(warmup.run(runtime), name="warm-up")
             try:
                 yield
             finally:
+                warming.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await warming
                 app.state.runtime = None
 
     app = FastAPI(

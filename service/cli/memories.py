@@ -116,4 +116,9 @@ def import_(
         f"{user}: {verb} memories; {counts['duplicates']} already stored, "
         f"{counts['refused']} refused by the guards, {counts['history_skipped']} older versions "
         f"and {counts['chat_memory_skipped']} Chat Memory not restored"
+        + (
+            f"; {counts['over_cap']} not written: past MEMORY_CAP (raise it to restore them)"
+            if counts["over_cap"]
+            else ""
+        )
     )

@@ -176,6 +176,7 @@ class ParsedAnswer:
 
     operations: list[Operation]
     refused: list[Refusal]
+    unread: int = 0  #: items past `max_items`, never looked at (core/limits.MAX_ANSWER_ITEMS)
 
 
 def parse_operations(
@@ -197,6 +198,7 @@ def parse_answer(
     refs: Mapping[str, Memory],
     allowed_banks: Sequence[Bank],
     message_refs: Collection[str] = (),
+    max_items: int | None = None,
 ) -> ParsedAnswer:
     """Validate the LLM's decoded answer into operations.
 
@@ -211,6 +213,8 @@ def parse_answer(
         refs: short ref → memory that was shown to the LLM.
         allowed_banks: banks this chat may write; the first is the default.
         message_refs: refs of the batch's new messages ("u1", …).
+        max_items: items of the list looked at (None = all); the rest are counted as
+            `unread` (a 20,000-operation answer costs what a short one does).
 
     Raises:
         ExtractionOutputInvalid: when `data` has no operations list at all.
@@ -225,13 +229,14 @@ def parse_answer(
         raise ExtractionOutputInvalid("the answer has no 'operations' list")
     operations: list[Operation] = []
     refused: list[Refusal] = []
-    for item in items:
+    unread = 0 if max_items is None else max(len(items) - max_items, 0)
+    for item in items if max_items is None else items[:max_items]:
         op = _parse_one(item, refs=refs, allowed_banks=allowed_banks, message_refs=message_refs)
         if isinstance(op, Refusal):
             refused.append(op)
         elif op is not None:
             operations.append(op)
-    return ParsedAnswer(operations, refused)
+    return ParsedAnswer(operations, refused, unread)
 
 
 def _parse_one(

@@ -24,6 +24,15 @@ MAX_TAG_CHARS = 32
 MAX_OPERATIONS = 30
 """Operations of one extraction answer that are applied; the rest are dropped and logged
 (the per-user cap is 200 memories; one message never holds 30 lasting facts)."""
+MAX_ANSWER_ITEMS = 4 * MAX_OPERATIONS
+"""Items of an extraction answer's operations list that are validated at all (issue 26): the
+first 120 leave room for malformed or refused items before the cap of MAX_OPERATIONS; the
+rest are counted as dropped and never looked at."""
+MAX_ANSWER_CHARS = 256 * 1024
+"""Characters of an LLM answer json-repair may work on (issue 26): MAX_OPERATIONS operations of
+MAX_FACT_CHARS characters are about 64 KiB of JSON, so four times that is room to spare. A
+longer answer is decoded only by the standard library's JSON parser (C, linear time), never
+by json-repair (pure Python), so a 20,000-operation answer cannot hold a worker for long."""
 MAX_MESSAGE_CHARS = 32_000
 """Characters of one chat message the API accepts (user, assistant or history)."""
 MAX_COMMAND_CHARS = MAX_FACT_CHARS + 100

@@ -184,12 +184,15 @@ async def withdraw_for_forgotten(
     Returns:
         Ids of summary versions to forget with them.
     """
-    withdrawn: list[uuid.UUID] = []
+    by_chat: dict[str, list[str]] = {}
     for memory in forgotten:
         chat_id = memory.source_chat_id
         learned = memory.source_kind in (SourceKind.EXTRACTION, SourceKind.INFERENCE)
-        if not learned or not chat_id:
-            continue
+        if learned and chat_id:
+            by_chat.setdefault(chat_id, []).append(memory.source_message_id or "")
+    # once per chat, however many of its memories go (a forget all of thousands)
+    withdrawn: list[uuid.UUID] = []
+    for chat_id, message_ids in by_chat.items():
         await chat_summaries.lock_chat(session, chat_id=chat_id)
         await turns.erase_texts(
             session, turn_ids=[t.id for t in await turns.uncovered(session, chat_id=chat_id)]
@@ -197,10 +200,8 @@ async def withdraw_for_forgotten(
         state = await chat_summaries.get(session, chat_id=chat_id)
         if state is None:
             continue
-        source = await turns.id_of(
-            session, chat_id=chat_id, user_message_id=memory.source_message_id or ""
-        )
-        if source is None or source <= state.last_turn_id:
+        source = await turns.first_id_of(session, chat_id=chat_id, user_message_ids=message_ids)
+        if source is not None and source <= state.last_turn_id:
             withdrawn += await memories.history_chain(session, memory_id=state.memory_id)
     return list(dict.fromkeys(withdrawn))
 

@@ -7,12 +7,14 @@ free text (service/flows/import_command.py).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import hmac
 import json
 from datetime import UTC, datetime
 
+from cachetools import TTLCache
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import assistants, limits, person, privacy, safety
@@ -269,15 +271,31 @@ async def _forget(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
     )
 
 
+FORGET_ALL_RESULT_S = 600.0
+"""How long a confirmed forget all's answer is kept for the same code (seconds): the filter
+or the user retrying a command whose answer was lost gets that answer again, not "not the
+confirmation code" from a set of memories the first run already changed."""
+
+#: (user, chat's assistant, code) → the confirmed forget all running or done in this process
+_confirmed_forget_all: TTLCache[tuple[str, str, str], asyncio.Task[str]] = TTLCache(
+    maxsize=10_000, ttl=FORGET_ALL_RESULT_S
+)
+
+
 async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
     if chat.collaborative:
         raise InvalidInput("forget all works in a private chat only")
+    key = (chat.user_id, chat.assistant_id or "", code)
+    earlier = _confirmed_forget_all.get(key) if code else None
+    if earlier is not None and earlier.get_loop() is asyncio.get_running_loop():
+        # a retry of a confirmation that runs or ran: its answer, however long it takes
+        return await asyncio.shield(earlier)
     assistant = privacy.assistant_cell(chat)
     # with an assistant that has its own memory: that memory only (and no reminders, which
     # are personal); elsewhere the user's own two banks, never an assistant's
     own = ReadScope((assistant,)) if assistant else memory_flow.owned_scope(chat.user_id)
     async with rt.db.unit_of_work() as session:
-        rows = await memories.export_rows(session, scope=own)
+        rows = await memories.records_of(session, scope=own)
     reminders = [] if assistant else await reminder_flow.list_for_user(rt, user_id=chat.user_id)
     if not rows and not reminders:
         # nothing stored yet, but what the user said may still wait to be read: it goes,
@@ -319,6 +337,22 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
             f"{wrong}This forgets {what}{also}, for good. To confirm, type:\n\n"
             f"`/memory forget all {expected}`"
         )
+    # the run goes on if the request is dropped (the filter gave up waiting); a retry with the
+    # same code waits for it and gets its answer
+    task = asyncio.ensure_future(_forget_all_confirmed(rt, chat, own=own, assistant=assistant))
+    _confirmed_forget_all[key] = task
+
+    def failed_runs_may_run_again(done: asyncio.Task[str]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            _confirmed_forget_all.pop(key, None)
+
+    task.add_done_callback(failed_runs_may_run_again)
+    return await asyncio.shield(task)
+
+
+async def _forget_all_confirmed(
+    rt: Runtime, chat: ChatContext, *, own: ReadScope, assistant: Scope | None
+) -> str:
     async with rt.db.unit_of_work() as session:
         # what the user said but was not extracted yet is forgotten too; then the memories an
         # extraction finishing meanwhile wrote are read with the rest
@@ -326,7 +360,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
         await import_store.discard_pending(session, user_id=chat.user_id)
         await remember_store.discard(session, reason="forget_all", user_id=chat.user_id)
     async with rt.db.unit_of_work() as session:
-        rows = await memories.export_rows(session, scope=own)
+        rows = await memories.records_of(session, scope=own)
     await memory_flow.forget_all_of(rt, scope=own, rows=rows, actor=f"user:{chat.user_id}")
     forgot = f"Forgot {'' if len(rows) == 1 else 'all '}"
     if assistant:
@@ -451,7 +485,7 @@ def _is_profile_item(item: dict[str, object]) -> bool:
 
 async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     async with rt.db.unit_of_work() as session:
-        rows = await memories.export_rows(session, scope=scope)
+        rows = await memories.records_of(session, scope=scope)
     if command.args.lower() in ("markdown", "md"):
         return import_flow.export_markdown(rows)
     data = export_json(rows)

@@ -45,6 +45,7 @@ from service.errors import (
     LLMUnavailable,
     MemoryNotFound,
 )
+from service.flows import offload
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
 from service.storage import audit, memories
@@ -233,8 +234,16 @@ async def consolidate(
     if trigger is Trigger.LIMIT and not policy.near_cap(len(entries), params):
         plan = OwnerPlan(owner.kind, owner.id, trigger, active_before=len(entries))
         return OwnerResult(owner, plan, Outcome.NOTHING)
-    plan = policy.plan_owner(
-        entries, owner_kind=owner.kind, owner_id=owner.id, now=now, params=params, trigger=trigger
+    # clustering thousands of memories is seconds of CPU: a worker thread's, never the loop's
+    plan = await offload.in_worker(
+        str(owner),
+        policy.plan_owner,
+        entries,
+        owner_kind=owner.kind,
+        owner_id=owner.id,
+        now=now,
+        params=params,
+        trigger=trigger,
     )
     if dry_run:
         return OwnerResult(owner, plan, Outcome.PLANNED, detail=plan.refused)
@@ -258,7 +267,7 @@ async def consolidate(
         for c, (d, reason) in zip(plan.clusters, drafts, strict=True)
         if d is None
     ]
-    vectors = await rt.encoder.encode([d.content for _, d in ready])
+    vectors = await rt.encoder.encode([d.content for _, d in ready], bulk=True)
     async with rt.db.unit_of_work() as session:
         result = await _apply(
             rt,

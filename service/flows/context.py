@@ -68,6 +68,9 @@ async def retrieve(
     params = params or rt.ranking_params()
     if not scope or not query.strip():
         return []
+    # the words the model reads are the ones looked up (vector and full text alike): a
+    # 15,000-character message costs what its first 256 word pieces do
+    query = rt.encoder.model_text(query)
     vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
     found = await candidates.gather(
         rt, scope=scope, query=query, query_vector=vector, limit=rt.settings.candidate_limit

@@ -50,7 +50,7 @@ from service.core.records import (
     WriteScope,
 )
 from service.errors import ExtractionOutputInvalid
-from service.flows import chat_summary, consolidation, versions
+from service.flows import chat_summary, consolidation, offload, versions
 from service.flows.runtime import Runtime
 from service.flows.turns import batch_policy, chat_from_json, pending_view
 from service.llm.client import decode_json_answer
@@ -417,7 +417,7 @@ async def _ask(
     """
     allowed = [b for b in Bank if scope.scope_for(b)]
     limit = rt.settings.extraction_neighbours
-    vectors = await rt.encoder.encode([t.user_message for t in batch])
+    vectors = await rt.encoder.encode([t.user_message for t in batch], bulk=True)
     async with rt.db.unit_of_work() as session:
         found = [
             await memory_search.search(
@@ -444,7 +444,7 @@ async def _ask(
         allowed_banks=allowed,
     )
     parsed = await _ask_for_operations(
-        rt, messages, refs=refs, allowed=allowed, message_refs=message_refs
+        rt, messages, refs=refs, allowed=allowed, message_refs=message_refs, owner=chat.user_id
     )
     kept = await _drop_restated_deletes(rt, parsed.operations, refs=refs)
     parsed = dataclasses.replace(parsed, operations=kept)
@@ -510,7 +510,7 @@ async def _drop_restated_deletes(
     texts = [op.content for op in operations if op.op in (OpKind.NEW, OpKind.UPDATE)]
     if not deletes or not texts:
         return operations
-    vectors = await rt.encoder.encode([text for _, text in deletes] + texts)
+    vectors = await rt.encoder.encode([text for _, text in deletes] + texts, bulk=True)
     pairs = [
         (ref, text, float(np.dot(vectors[i], vectors[len(deletes) + j])))
         for i, (ref, _) in enumerate(deletes)
@@ -636,18 +636,28 @@ async def _ask_for_operations(
     refs: dict[str, Memory],
     allowed: list[Bank],
     message_refs: Sequence[str],
+    owner: str,
 ) -> ParsedAnswer:
-    """One LLM call, and one repair retry when the answer is not valid (DESIGN §5.3)."""
-    answer = await rt.llm.complete(messages, json_answer=True)
-    try:
+    """One LLM call, and one repair retry when the answer is not valid (DESIGN §5.3).
+
+    The answer is decoded and validated on a worker thread (`flows.offload`, the sender's
+    lane), never on the loop that serves inlets, within the caps of `core.limits`.
+    """
+
+    def parse(answer: str) -> ParsedAnswer:
         return _within_limits(
             parse_answer(
-                decode_json_answer(answer),
+                decode_json_answer(answer, max_chars=limits.MAX_ANSWER_CHARS),
                 refs=refs,
                 allowed_banks=allowed,
                 message_refs=message_refs,
+                max_items=limits.MAX_ANSWER_ITEMS,
             )
         )
+
+    answer = await rt.llm.complete(messages, json_answer=True)
+    try:
+        return await offload.in_worker(owner, parse, answer)
     except ExtractionOutputInvalid:
         log.info("extraction answer invalid; retrying once with a repair prompt")
     retry = [
@@ -656,25 +666,23 @@ async def _ask_for_operations(
         {"role": "user", "content": REPAIR_PROMPT},
     ]
     answer = await rt.llm.complete(retry, json_answer=True)
-    return _within_limits(
-        parse_answer(
-            decode_json_answer(answer), refs=refs, allowed_banks=allowed, message_refs=message_refs
-        )
-    )
+    return await offload.in_worker(owner, parse, answer)
 
 
 def _within_limits(parsed: ParsedAnswer) -> ParsedAnswer:
     """The operations within `core.limits`; the LLM's excess is dropped and logged."""
     capped = limits.cap_operations(parsed.operations)
-    if capped.too_long or capped.past_cap:
+    past_cap = capped.past_cap + parsed.unread
+    if capped.too_long or past_cap:
         log.warning(
             "extraction answer: dropped %s operations over %s characters and %s operations "
             "past the cap of %s",
             capped.too_long,
             limits.MAX_FACT_CHARS,
-            capped.past_cap,
+            past_cap,
             limits.MAX_OPERATIONS,
         )
+        observability.record_dropped_operations("past_cap", past_cap)
     return dataclasses.replace(parsed, operations=capped.kept)
 
 

@@ -162,6 +162,8 @@ def _skipped(report: imports.ImportReport) -> str:
         parts.append(f"{report.refused} refused (instructions or secrets)")
     if report.not_allowed:
         parts.append(f"{report.not_allowed} for banks this chat may not write")
+    if report.over_cap:
+        parts.append(f"{report.over_cap} past the limit of memories you may keep")
     return f" ({'; '.join(parts)})" if parts else ""
 
 

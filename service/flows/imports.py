@@ -26,10 +26,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import assistants, dedup, person, safety
 from service.core import commands as text
-from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export, same_text
+from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export
 from service.core.imports import export_markdown as markdown_document
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
 from service.errors import InvalidInput
+from service.flows import offload
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
 from service.storage import audit, memories, memory_search
@@ -58,6 +59,7 @@ class ImportReport:
     refused: int  #: instruction-like or nothing but secrets
     not_allowed: int  #: banks the caller may not write (e.g. Personal in a shared chat)
     forgotten: int = 0  #: texts the user forgot here (Open WebUI imports skip them unasked)
+    over_cap: int = 0  #: new, but past the owner's MEMORY_CAP of active memories (not written)
 
 
 def user_cell(user_id: str) -> CellFor:
@@ -107,10 +109,11 @@ def guard(content: str, *, typed: bool = False) -> str | None:
     return person.third_person(text) if typed else text
 
 
-async def _plan(
-    rt: Runtime, items: Sequence[ImportItem], cell_for: CellFor
-) -> tuple[list[Planned], int, int]:
-    """Guarded items with their cells and vectors; (planned, refused, not allowed)."""
+def _guarded(
+    items: Sequence[ImportItem], cell_for: CellFor
+) -> tuple[list[tuple[Scope, ImportItem]], int, int]:
+    """The items that pass the guards, with their cells; (kept, refused, not allowed).
+    Pure CPU (regexes over every text): run on a worker thread."""
     kept: list[tuple[Scope, ImportItem]] = []
     refused = not_allowed = 0
     for item in items:
@@ -123,9 +126,22 @@ async def _plan(
             refused += 1
             continue
         kept.append((cell, _with_content(item, text)))
+    return kept, refused, not_allowed
+
+
+async def _plan(
+    rt: Runtime, items: Sequence[ImportItem], cell_for: CellFor, *, owner: str
+) -> tuple[list[Planned], int, int]:
+    """Guarded items with their cells and vectors; (planned, refused, not allowed).
+
+    The guards run on a worker thread and the texts are embedded on the encoder's bulk lane
+    (`flows.offload`, `Encoder.encode(bulk=True)`): an import of 5,000 items never holds the
+    loop that serves other users' inlets.
+    """
+    kept, refused, not_allowed = await offload.in_worker(owner, _guarded, items, cell_for)
     if not kept:
         return [], refused, not_allowed
-    vectors = await rt.encoder.encode([item.content for _, item in kept])
+    vectors = await rt.encoder.encode([item.content for _, item in kept], bulk=True)
     planned = [
         Planned(cell, item, np.asarray(vectors[i], dtype=np.float32))
         for i, (cell, item) in enumerate(kept)
@@ -137,44 +153,61 @@ def _with_content(item: ImportItem, content: str) -> ImportItem:
     return replace(item, content=content)
 
 
+def _exact_fresh(
+    planned: Sequence[Planned], stored: dict[Scope, list[str]]
+) -> tuple[list[Planned], int]:
+    """The restore dedup in linear time: one normalized key per text (`same_text`), looked
+    up in a set per cell. Pure CPU: run on a worker thread."""
+    known = {cell: {dedup.normalize_text(t) for t in texts} for cell, texts in stored.items()}
+    fresh: list[Planned] = []
+    duplicates = 0
+    for plan in planned:
+        keys = known.setdefault(plan.cell, set())
+        key = dedup.normalize_text(plan.item.content)
+        if key in keys:
+            duplicates += 1
+            continue
+        keys.add(key)
+        fresh.append(plan)
+    return fresh, duplicates
+
+
 async def _fresh(
-    rt: Runtime, session: AsyncSession, planned: Sequence[Planned], *, exact: bool
+    rt: Runtime, session: AsyncSession, planned: Sequence[Planned], *, exact: bool, owner: str
 ) -> tuple[list[Planned], int]:
     """The planned items not stored yet and not repeated earlier in the import."""
-    stored: dict[Scope, list[Memory]] = {}
+    if exact:
+        stored: dict[Scope, list[str]] = {}
+        for cell in dict.fromkeys(p.cell for p in planned):
+            rows = await memories.export_rows(session, scope=ReadScope((cell,)))
+            stored[cell] = [m.content for m in rows if m.status is Status.ACTIVE]
+        return await offload.in_worker(owner, _exact_fresh, planned, stored)
     accepted: dict[Scope, list[Planned]] = {}
     fresh: list[Planned] = []
     duplicates = 0
     for plan in planned:
         earlier = accepted.setdefault(plan.cell, [])
-        if exact:
-            if plan.cell not in stored:
-                rows = await memories.export_rows(session, scope=ReadScope((plan.cell,)))
-                stored[plan.cell] = [m for m in rows if m.status is Status.ACTIVE]
-            known = [m.content for m in stored[plan.cell]] + [p.item.content for p in earlier]
-            duplicate = any(same_text(plan.item.content, k) for k in known)
-        else:
-            near = await memory_search.search(
-                session, scope=ReadScope((plan.cell,)), query_vector=plan.vector, limit=5
-            )
-            pairs = [(c.memory, c.cosine) for c in near]
-            duplicate = dedup.find_duplicate(
+        near = await memory_search.search(
+            session, scope=ReadScope((plan.cell,)), query_vector=plan.vector, limit=5
+        )
+        pairs = [(c.memory, c.cosine) for c in near]
+        duplicate = dedup.find_duplicate(
+            plan.item.content,
+            pairs,
+            text_threshold=rt.settings.dedup_text_ratio,
+            cosine_threshold=rt.settings.dedup_cosine,
+        ) is not None or any(
+            # core's rule, as against stored rows: a differing number, date, name or
+            # negation keeps two facts apart however close their texts are
+            dedup.same_fact(
                 plan.item.content,
-                pairs,
+                p.item.content,
+                float(np.dot(plan.vector, p.vector)),
                 text_threshold=rt.settings.dedup_text_ratio,
                 cosine_threshold=rt.settings.dedup_cosine,
-            ) is not None or any(
-                # core's rule, as against stored rows: a differing number, date, name or
-                # negation keeps two facts apart however close their texts are
-                dedup.same_fact(
-                    plan.item.content,
-                    p.item.content,
-                    float(np.dot(plan.vector, p.vector)),
-                    text_threshold=rt.settings.dedup_text_ratio,
-                    cosine_threshold=rt.settings.dedup_cosine,
-                )
-                for p in earlier
             )
+            for p in earlier
+        )
         if duplicate:
             duplicates += 1
             continue
@@ -183,14 +216,53 @@ async def _fresh(
     return fresh, duplicates
 
 
+async def _within_cap(
+    rt: Runtime, session: AsyncSession, fresh: Sequence[Planned]
+) -> tuple[list[Planned], int]:
+    """The fresh items that fit under MEMORY_CAP, per owner (a user's, a folder's or an
+    assistant memory's active memories, all banks): (kept in order, over the cap).
+
+    An import never takes an owner past the cap the summarizer keeps (config.memory_cap):
+    what does not fit is counted and said, not written. An admin restoring a larger bank
+    raises MEMORY_CAP first (docs/reference/http-api.md, import).
+    """
+    cap = rt.settings.memory_cap
+    room: dict[tuple[OwnerKind, str], int] = {}
+    kept: list[Planned] = []
+    over = 0
+    for plan in fresh:
+        owner = (plan.cell.owner_kind, plan.cell.owner_id)
+        if owner not in room:
+            active = await memories.count_active(
+                session, scope=ReadScope(tuple(Scope(owner[0], owner[1], b) for b in Bank))
+            )
+            room[owner] = max(cap - active, 0)
+        if room[owner] <= 0:
+            over += 1
+            continue
+        room[owner] -= 1
+        kept.append(plan)
+    return kept, over
+
+
 async def preview(
-    rt: Runtime, *, items: Sequence[ImportItem], cell_for: CellFor, exact: bool
+    rt: Runtime,
+    *,
+    items: Sequence[ImportItem],
+    cell_for: CellFor,
+    exact: bool,
+    owner: str = "import",
 ) -> ImportReport:
-    """What `run` would write now, writing nothing."""
-    planned, refused, not_allowed = await _plan(rt, items, cell_for)
+    """What `run` would write now, writing nothing.
+
+    Args:
+        owner: whose work this is, for the worker threads' fairness (`flows.offload`).
+    """
+    planned, refused, not_allowed = await _plan(rt, items, cell_for, owner=owner)
     async with rt.db.unit_of_work() as session:
-        fresh, duplicates = await _fresh(rt, session, planned, exact=exact)
-    return ImportReport(tuple(fresh), (), duplicates, refused, not_allowed)
+        fresh, duplicates = await _fresh(rt, session, planned, exact=exact, owner=owner)
+        fresh, over_cap = await _within_cap(rt, session, fresh)
+    return ImportReport(tuple(fresh), (), duplicates, refused, not_allowed, over_cap=over_cap)
 
 
 async def run(
@@ -202,41 +274,55 @@ async def run(
     actor: str,
     reason: str,
 ) -> ImportReport:
-    """Write the items that are not stored yet, in one transaction; each write audited
-    (`actor`, `reason`: e.g. "cli", "restored from a memory export").
+    """Write the items that are not stored yet and fit under the owner's MEMORY_CAP, in one
+    transaction of batched statements; each write audited (`actor`, `reason`: e.g. "cli",
+    "restored from a memory export").
 
     Returns:
         The report; `added` in the order of `items`.
     """
-    planned, refused, not_allowed = await _plan(rt, items, cell_for)
-    added: list[Memory] = []
+    planned, refused, not_allowed = await _plan(rt, items, cell_for, owner=actor)
     async with rt.db.unit_of_work() as session:
         for owner in sorted({p.cell.owner_id for p in planned}):
             await store.lock_owner(session, owner_id=owner)
-        fresh, duplicates = await _fresh(rt, session, planned, exact=exact)
-        for plan in fresh:
-            item = plan.item
-            memory = await memories.insert(
+        fresh, duplicates = await _fresh(rt, session, planned, exact=exact, owner=actor)
+        fresh, over_cap = await _within_cap(rt, session, fresh)
+        added: list[Memory] = []
+        # batches of rows: one INSERT … RETURNING per batch and one for its audit events
+        for start in range(0, len(fresh), INSERT_BATCH):
+            added += await memories.insert_many(
                 session,
-                owner_kind=plan.cell.owner_kind,
-                owner_id=plan.cell.owner_id,
-                bank=plan.cell.bank,
-                content=item.content,
-                tags=list(item.tags),
-                confidence=item.confidence,
-                source_kind=item.source_kind,
-                source_chat_id=item.source_chat_id,
-                source_message_id=item.source_message_id,
-                created_at=item.created_at,
-                updated_at=item.updated_at,
-                embedding=plan.vector,
-                embedding_model=rt.encoder.model_name,
+                [_new_row(rt, plan) for plan in fresh[start : start + INSERT_BATCH]],
             )
-            await audit.record_created(session, memory, actor=actor, reason=reason)
-            added.append(memory)
+        await audit.record_created_many(session, added, actor=actor, reason=reason)
     for user_id in sorted({m.owner_id for m in added if m.owner_kind is OwnerKind.USER}):
         await profile_flow.request_refresh(rt, user_id=user_id)
-    return ImportReport(tuple(fresh), tuple(added), duplicates, refused, not_allowed)
+    return ImportReport(
+        tuple(fresh), tuple(added), duplicates, refused, not_allowed, over_cap=over_cap
+    )
+
+
+INSERT_BATCH = 500
+"""Memories inserted per statement by an import (a 5,000-item restore is ten statements)."""
+
+
+def _new_row(rt: Runtime, plan: Planned) -> memories.NewMemory:
+    item = plan.item
+    return memories.NewMemory(
+        owner_kind=plan.cell.owner_kind,
+        owner_id=plan.cell.owner_id,
+        bank=plan.cell.bank,
+        content=item.content,
+        tags=tuple(item.tags),
+        confidence=item.confidence,
+        source_kind=item.source_kind,
+        source_chat_id=item.source_chat_id,
+        source_message_id=item.source_message_id,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        embedding=plan.vector,
+        embedding_model=rt.encoder.model_name,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +341,7 @@ class RestoreReport:
             "duplicates": self.report.duplicates,
             "refused": self.report.refused,
             "not_allowed": self.report.not_allowed,
+            "over_cap": self.report.over_cap,
             "history_skipped": self.history,
             "chat_memory_skipped": self.unsupported,
         }
@@ -269,13 +356,13 @@ async def restore_export(
     Raises:
         InvalidInput: the data is not an export, with a sentence.
     """
-    try:
-        parsed = parse_export(data)
+    try:  # thousands of items: parsed on a worker thread, not on the loop
+        parsed = await offload.in_worker(actor, parse_export, data)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from exc
     cell_for = user_cell(user_id)
     if dry_run:
-        report = await preview(rt, items=parsed.items, cell_for=cell_for, exact=True)
+        report = await preview(rt, items=parsed.items, cell_for=cell_for, exact=True, owner=actor)
     else:
         report = await run(
             rt,

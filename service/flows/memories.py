@@ -372,7 +372,7 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
     async with rt.db.unit_of_work() as session:
         # texts kept for the chats' summaries go now, so no summary is written for a gone chat
         await chat_summary.erase_uncovered(session, chat_ids=chat_ids)
-        rows = await memories.export_rows(session, scope=scope)
+        rows = await memories.records_of(session, scope=scope)
     return await forget_all_of(rt, scope=scope, rows=rows, actor=actor)
 
 
@@ -403,7 +403,7 @@ async def forget_folders(
         chat_ids = await turns.chat_ids_in_folders(session, folder_ids=folder_ids)
         if with_chats:
             await turns.discard(session, chat_ids=chat_ids)
-        rows = await memories.export_rows(session, scope=scope)
+        rows = await memories.records_of(session, scope=scope)
     count = await forget_all_of(rt, scope=scope, rows=rows, actor=actor)
     if with_chats:
         count += await forget_chat(rt, chat_ids=chat_ids, actor=actor)
@@ -427,7 +427,7 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
         await remember_store.discard(session, reason="user_deleted", user_id=user_id)
     own = await everything_of(rt, user_id=user_id)
     async with rt.db.unit_of_work() as session:
-        rows = await memories.export_rows(session, scope=own)
+        rows = await memories.records_of(session, scope=own)
     count = await forget_all_of(rt, scope=own, rows=rows, actor=actor)
     count += await forget_chats_of_user(rt, user_id=user_id, actor=actor)
     await reminder_flow.cancel_all(rt, user_id=user_id)
@@ -440,18 +440,93 @@ async def forget_user(rt: Runtime, *, user_id: str, actor: str) -> int:
     return count
 
 
+FORGET_BATCH = 500
+"""Memories forgotten per transaction by a bulk forget (forget all, a deleted chat, folder
+or user): a few set-based statements per batch, so 5,000 memories are ten short
+transactions, not 5,000."""
+
+
 async def forget_all_of(
     rt: Runtime, *, scope: ReadScope, rows: Sequence[Memory], actor: str
 ) -> int:
-    """Forget each of `rows` (see `forget`); returns how many were forgotten now (a row
-    already forgotten as part of another memory's history is skipped)."""
+    """Forget each of `rows` as `forget` does, FORGET_BATCH at a time (`forget_many`);
+    returns how many were forgotten now (a row already forgotten as part of another
+    memory's history is skipped)."""
     count = 0
-    for memory in rows:
-        try:
-            count += await forget(rt, scope=scope, memory_id=memory.id, actor=actor) and 1
-        except MemoryNotFound:
-            continue  # an earlier version, already forgotten with its successor
+    ids = [m.id for m in rows]
+    for start in range(0, len(ids), FORGET_BATCH):
+        count += await forget_many(
+            rt, scope=scope, memory_ids=ids[start : start + FORGET_BATCH], actor=actor
+        )
     return count
+
+
+LIVE = (Status.ACTIVE, Status.ARCHIVED, Status.SUPERSEDED)
+
+
+async def forget_many(
+    rt: Runtime, *, scope: ReadScope, memory_ids: Sequence[uuid.UUID], actor: str
+) -> int:
+    """`forget` of many memories in one transaction of set-based statements, with every side
+    effect of `forget`: guards for the turns still waiting, the chats' summaries withdrawn,
+    summaries repeating them undone, tombstones, the audit trail scrubbed, profiles withdrawn,
+    one "forget" event per memory, caches dropped.
+
+    Returns:
+        How many of `memory_ids` were forgotten now (ids not found in `scope`, or already
+        forgotten with a later version, are skipped).
+    """
+    now = datetime.now(UTC)
+    async with rt.db.unit_of_work() as session:
+        found = await memories.get_many(session, scope=scope, memory_ids=memory_ids, statuses=LIVE)
+        if not found:
+            return 0
+        # the lock order of `forget`: waiting turns, then memory rows in ascending seq
+        waiting = await forget_guards.lock_open_turns(
+            session, owners=[(m.owner_kind, m.owner_id) for m in found]
+        )
+        chain = await memories.history_chains(session, memory_ids=[m.id for m in found])
+        versions = await memories.get_many(session, scope=scope, memory_ids=chain, statuses=LIVE)
+        chain += await chat_summary.withdraw_for_forgotten(session, forgotten=versions)
+        summaries = await consolidation_store.summaries_containing_any(
+            session, scope=scope, memory_ids=chain
+        )
+        await consolidation_store.restore_sources_of_many(
+            session, scope=scope, summary_ids=[m.id for m in summaries], at=now
+        )
+        chain = list(dict.fromkeys([*chain, *(m.id for m in summaries)]))
+        if waiting:
+            key = await installation.secret(session, forget_guard.SECRET_NAME)
+            await forget_guards.add(
+                session,
+                turn_ids=waiting,
+                memories=[(v.id, forget_guard.fingerprint(v.content, key)) for v in versions],
+            )
+        await memories.lock_rows(session, memory_ids=chain)
+        await memories.tombstone(session, memory_ids=chain, at=now)
+        await audit.scrub(session, memory_ids=chain)
+        withdrawn = await profiles.withdraw_using(session, memory_ids=chain)
+        await audit.record_many(
+            session,
+            [
+                {
+                    "memory_id": m.id,
+                    "owner_id": m.owner_id,
+                    "actor": actor,
+                    "action": "forget",
+                    "reason": "forgotten by the user",
+                    "before": None,
+                    "after": None,
+                }
+                for m in found
+            ],
+        )
+    for forgotten in chain:
+        rt.relevance_cache.forget(forgotten)
+    for user_id in withdrawn:
+        profile_flow.drop_cached(user_id)
+        await profile_flow.request_refresh(rt, user_id=user_id)
+    return len(found)
 
 
 async def forget(rt: Runtime, *, scope: ReadScope, memory_id: uuid.UUID, actor: str) -> int:

@@ -101,7 +101,7 @@ async def run_reembed(
             batch = await vectors.pending_batch(session, model=model, limit=batch_size)
         if not batch:
             break
-        embedded = await rt.encoder.encode([m.content for m in batch])
+        embedded = await rt.encoder.encode([m.content for m in batch], bulk=True)
         async with rt.db.unit_of_work() as session:
             written = await vectors.store_vectors(
                 session, items=batch, vectors=embedded, model=model

@@ -119,7 +119,7 @@ async def _fire(
         async with rt.db.unit_of_work() as session:
             stale = await reminders.stale_cues(session, user_id=user_id, model=model)
         if stale:  # cues of another embedding model cannot be compared with this one's vectors
-            vectors = await rt.encoder.encode([r.cue or "" for r in stale])
+            vectors = await rt.encoder.encode([r.cue or "" for r in stale], bulk=True)
             async with rt.db.unit_of_work() as session:
                 for reminder, vector in zip(stale, vectors, strict=True):
                     await reminders.store_cue_vector(

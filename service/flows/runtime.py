@@ -32,6 +32,8 @@ class Runtime:
     #: None = the engine's own URL
     direct_url: str | None = None
     relevance_cache: RelevanceCache = field(default_factory=RelevanceCache)
+    #: the read path ran once since the start (flows/warmup.py); /readyz waits for it
+    warm: bool = False
     #: which banks have their own indexes (catalog read at most every 30 s)
     owner_indexes: IndexRegistry = field(default_factory=IndexRegistry)
     #: (user, model) pairs whose reminder cues all carry that model's vectors (checked hourly)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from typing import Any
 
@@ -11,19 +13,27 @@ import json_repair
 from service.core import redaction
 from service.errors import ExtractionOutputInvalid, LLMNotConfigured, LLMUnavailable
 
+log = logging.getLogger(__name__)
+
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
-def decode_json_answer(text: str) -> Any:
+def decode_json_answer(text: str, *, max_chars: int | None = None) -> Any:
     """Decode the JSON object in an LLM answer.
 
     Strips reasoning blocks (`<think>…</think>`), code fences and text around the first
     `{`…last `}`, then parses with json-repair.
 
+    Args:
+        max_chars: longest answer json-repair may work on (core/limits.MAX_ANSWER_CHARS);
+            a longer one is read by the standard JSON parser only. None = no bound.
+
     Raises:
         ExtractionOutputInvalid: when no JSON object or array can be recovered.
     """
+    if max_chars is not None and len(text or "") > max_chars:
+        return _decode_large(text, max_chars=max_chars)
     cleaned = _THINK.sub("", text or "").strip()
     fence = _FENCE.search(cleaned)
     if fence:
@@ -40,6 +50,27 @@ def decode_json_answer(text: str) -> Any:
         data = json_repair.loads(cleaned)
     except Exception as exc:
         raise ExtractionOutputInvalid(f"the answer is not repairable JSON: {exc}") from exc
+    if not isinstance(data, dict | list):
+        raise ExtractionOutputInvalid("the answer is not a JSON object")
+    return data
+
+
+def _decode_large(text: str, *, max_chars: int) -> Any:
+    """An answer past `max_chars`: the JSON between its first `{` or `[` and its last `}` or
+    `]` when that is valid JSON (fences and prose around it aside), else refused; never
+    repaired, so it costs linear time."""
+    log.warning("LLM answer of %d characters, past %d: no repair attempted", len(text), max_chars)
+    starts = [i for i in (text.find("{"), text.find("[")) if i != -1]
+    end = max(text.rfind("}"), text.rfind("]"))
+    try:
+        if not starts or end < min(starts):
+            raise ValueError("no JSON value")
+        data = json.loads(text[min(starts) : end + 1])
+    except ValueError as exc:
+        raise ExtractionOutputInvalid(
+            f"the answer holds {len(text)} characters, more than the {max_chars} a repair "
+            "is tried on, and is not valid JSON"
+        ) from exc
     if not isinstance(data, dict | list):
         raise ExtractionOutputInvalid("the answer is not a JSON object")
     return data

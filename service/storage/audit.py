@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import redaction
@@ -63,6 +63,35 @@ async def record_created(session: AsyncSession, memory: Memory, *, actor: str, r
         after=snapshot(memory),
     )
     await session.flush()
+
+
+async def record_created_many(
+    session: AsyncSession, added: Sequence[Memory], *, actor: str, reason: str
+) -> None:
+    """The "create" events of memories just inserted (`record_created` for each), written
+    in one batched statement."""
+    await record_many(
+        session,
+        [
+            {
+                "memory_id": m.id,
+                "owner_id": m.owner_id,
+                "actor": actor,
+                "action": "create",
+                "reason": reason,
+                "before": None,
+                "after": snapshot(m),
+            }
+            for m in added
+        ],
+    )
+
+
+async def record_many(session: AsyncSession, events: Sequence[dict[str, Any]]) -> None:
+    """Append audit events in one batched INSERT (no ids read back); each a dict of
+    `record`'s arguments (memory_id, owner_id, actor, action, reason, before, after)."""
+    if events:
+        await session.execute(insert(MemoryEventRow.__table__), list(events))
 
 
 async def scrub(session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]) -> None:

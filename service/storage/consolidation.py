@@ -257,6 +257,49 @@ async def summaries_containing(
     return [memory_rows.to_record(r) for r in (await session.execute(stmt)).scalars()]
 
 
+async def summaries_containing_any(
+    session: AsyncSession, *, scope: ReadScope, memory_ids: Sequence[uuid.UUID]
+) -> list[Memory]:
+    """`summaries_containing` for many sources at once: the summaries in `scope` (any status
+    but deleted) that list any of `memory_ids` as a source, in ascending seq."""
+    ids = list(dict.fromkeys(memory_ids))
+    if not scope or not ids:
+        return []
+    stmt = (
+        select(MemoryRow)
+        .where(
+            memory_rows.scope_filter(scope),
+            MemoryRow.summary_of.overlap(ids),
+            MemoryRow.status != Status.DELETED.value,
+        )
+        .order_by(MemoryRow.seq)
+    )
+    return [memory_rows.to_record(r) for r in (await session.execute(stmt)).scalars()]
+
+
+async def restore_sources_of_many(
+    session: AsyncSession, *, scope: ReadScope, summary_ids: Sequence[uuid.UUID], at: datetime
+) -> int:
+    """`restore_sources` of many summaries in one statement; returns how many came back."""
+    if not scope or not summary_ids:
+        return 0
+    result = await session.execute(
+        update(MemoryRow)
+        .where(
+            memory_rows.scope_filter(scope),
+            MemoryRow.superseded_by.in_(list(summary_ids)),
+            MemoryRow.status == Status.ARCHIVED.value,
+        )
+        .values(
+            status=Status.ACTIVE.value,
+            superseded_by=None,
+            updated_at=at,
+            version=MemoryRow.version + 1,
+        )
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
 async def owner_of(session: AsyncSession, *, memory_id: uuid.UUID) -> tuple[OwnerKind, str] | None:
     """The owner of a memory, for operator commands that start from a bare id (`restore`).
 

@@ -89,6 +89,57 @@ async def insert(
     return memory_rows.to_record(row)
 
 
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """One active memory to insert with `insert_many` (the arguments of `insert`)."""
+
+    owner_kind: OwnerKind
+    owner_id: str
+    bank: Bank
+    content: str
+    tags: tuple[str, ...]
+    confidence: float
+    source_kind: SourceKind
+    source_chat_id: str | None
+    source_message_id: str | None
+    created_at: datetime  #: when the fact was stated (tz-aware)
+    embedding: np.ndarray | None  #: (384,) float32, L2-normalized, or None to embed later
+    embedding_model: str | None
+    updated_at: datetime | None = None  #: its last change; None = created_at
+
+
+async def insert_many(session: AsyncSession, rows: Sequence[NewMemory]) -> list[Memory]:
+    """Insert active memories in one batched statement (an import's batch) and return them
+    in the order of `rows`; the same rows `insert` writes one by one."""
+    added = [
+        MemoryRow(
+            id=uuid.uuid4(),
+            owner_kind=r.owner_kind.value,
+            owner_id=r.owner_id,
+            bank=r.bank.value,
+            content=r.content,
+            tags=list(r.tags),
+            confidence=r.confidence,
+            status=Status.ACTIVE.value,
+            source_kind=r.source_kind.value,
+            source_chat_id=r.source_chat_id,
+            source_message_id=r.source_message_id,
+            created_at=r.created_at,
+            updated_at=r.updated_at or r.created_at,
+            last_used_at=None,
+            version=1,
+            embedding=r.embedding,
+            embedding_model=r.embedding_model if r.embedding is not None else None,
+        )
+        for r in rows
+    ]
+    if not added:
+        return []
+    session.add_all(added)
+    await session.flush()  # SQLAlchemy sends the batch as one INSERT … RETURNING
+    return [memory_rows.to_record(row) for row in added]
+
+
 async def get(
     session: AsyncSession,
     *,
@@ -101,6 +152,31 @@ async def get(
         await session.execute(memory_rows.owned(scope, statuses).where(MemoryRow.id == memory_id))
     ).scalar()
     return memory_rows.to_record(row) if row else None
+
+
+async def get_many(
+    session: AsyncSession,
+    *,
+    scope: ReadScope,
+    memory_ids: Sequence[uuid.UUID],
+    statuses: Sequence[Status] = (Status.ACTIVE,),
+) -> list[Memory]:
+    """The memories of `memory_ids` that lie in `scope` and have one of `statuses`, in
+    ascending seq (one statement: the set-based `get` of bulk forgets)."""
+    ids = list(dict.fromkeys(memory_ids))
+    if not ids or not scope:
+        return []
+    # the record's columns only (no vector to decode): a bulk forget reads thousands
+    stmt = (
+        select(*memory_rows.RECORD_COLUMNS)
+        .where(
+            memory_rows.scope_filter(scope),
+            MemoryRow.status.in_([s.value for s in statuses]),
+            MemoryRow.id.in_(ids),
+        )
+        .order_by(MemoryRow.seq)
+    )
+    return [memory_rows.record_from_row(r) for r in (await session.execute(stmt)).all()]
 
 
 async def get_by_seq(
@@ -123,6 +199,24 @@ async def export_rows(session: AsyncSession, *, scope: ReadScope) -> list[Memory
         MemoryRow.seq
     )
     return [memory_rows.to_record(r) for r in (await session.execute(stmt)).scalars()]
+
+
+async def records_of(session: AsyncSession, *, scope: ReadScope) -> list[Memory]:
+    """`export_rows` without reading vectors: every memory in `scope` that still has content,
+    in ascending seq, as records (what a bulk forget needs; thousands of rows decode fast)."""
+    if not scope:
+        return []
+    stmt = (
+        select(*memory_rows.RECORD_COLUMNS)
+        .where(
+            memory_rows.scope_filter(scope),
+            MemoryRow.status.in_(
+                [Status.ACTIVE.value, Status.SUPERSEDED.value, Status.ARCHIVED.value]
+            ),
+        )
+        .order_by(MemoryRow.seq)
+    )
+    return [memory_rows.record_from_row(r) for r in (await session.execute(stmt)).all()]
 
 
 async def list_memories(
@@ -375,10 +469,42 @@ async def history_chain(session: AsyncSession, *, memory_id: uuid.UUID) -> list[
     return chain
 
 
+async def history_chains(
+    session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]
+) -> list[uuid.UUID]:
+    """`history_chain` of many memories at once: `memory_ids` and every earlier version any
+    of them (transitively) superseded, in one recursive statement; the given ids first."""
+    ids = list(dict.fromkeys(memory_ids))
+    if not ids:
+        return []
+    roots = select(MemoryRow.id).where(MemoryRow.id.in_(ids)).cte("chain", recursive=True)
+    earlier = select(MemoryRow.id).join(roots, MemoryRow.superseded_by == roots.c.id)
+    chain = roots.union(earlier)
+    found = set((await session.execute(select(chain.c.id))).scalars())
+    return ids + sorted(found - set(ids))
+
+
 async def tombstone(
     session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], at: datetime
 ) -> None:
-    """Forget memories: remove content, tags, vectors and full text; keep a content-free row."""
+    """Forget memories: remove content, tags, vectors and full text; keep a content-free row.
+
+    TOMBSTONE_ROWS rows per statement: the full-text statistics' statement trigger
+    (migration 0014) joins the statement's old and new rows, and hundreds at once made a
+    bulk forget's statement take minutes in bench/noisy_neighbour.py.
+    """
+    ids = list(memory_ids)
+    for start in range(0, len(ids), TOMBSTONE_ROWS):
+        await _tombstone(session, memory_ids=ids[start : start + TOMBSTONE_ROWS], at=at)
+
+
+TOMBSTONE_ROWS = 50
+"""Rows one tombstone statement changes (see `tombstone`)."""
+
+
+async def _tombstone(
+    session: AsyncSession, *, memory_ids: Sequence[uuid.UUID], at: datetime
+) -> None:
     await session.execute(
         update(MemoryRow)
         .where(MemoryRow.id.in_(list(memory_ids)))

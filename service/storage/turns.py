@@ -94,6 +94,23 @@ async def id_of(session: AsyncSession, *, chat_id: str, user_message_id: str) ->
     ).scalar()
 
 
+async def first_id_of(
+    session: AsyncSession, *, chat_id: str, user_message_ids: Sequence[str]
+) -> int | None:
+    """The lowest ledger id among the turns of this chat and these user messages (`id_of`
+    for many messages at once); None when none was handed over."""
+    if not user_message_ids:
+        return None
+    return (
+        await session.execute(
+            select(func.min(TurnRow.id)).where(
+                TurnRow.chat_id == chat_id,
+                TurnRow.user_message_id.in_(list(dict.fromkeys(user_message_ids))),
+            )
+        )
+    ).scalar()
+
+
 async def pending(
     session: AsyncSession,
     *,

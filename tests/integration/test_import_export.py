@@ -207,6 +207,7 @@ def test_round_trip_reproduces_every_active_memory_and_a_second_import_adds_noth
         "duplicates": 0,
         "refused": 0,
         "not_allowed": 0,
+        "over_cap": 0,
         "history_skipped": 2,
         "chat_memory_skipped": 0,
     }

@@ -28,10 +28,13 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    """200 when the database, its migrations and the embedding model are ready, else 503."""
+    """200 when the database, its migrations and the embedding model are ready and the read
+    path has run once (flows/warmup.py: the first turn is served like any other), else 503."""
     runtime = getattr(request.app.state, "runtime", None)
     if runtime is None:
         return JSONResponse(status_code=503, content={"status": "starting"})
+    if not runtime.warm:
+        return JSONResponse(status_code=503, content={"status": "warming up"})
     body: dict[str, Any] = {
         "status": "ready",
         "embedding_model": runtime.encoder.model_name,

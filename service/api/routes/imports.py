@@ -81,8 +81,9 @@ async def import_memories(
     are counted, not restored. 400 with a sentence when the data is not an export.
 
     Returns:
-        {"added", "would_add", "duplicates", "refused", "not_allowed", "history_skipped",
-        "chat_memory_skipped"}: counts of memories.
+        {"added", "would_add", "duplicates", "refused", "not_allowed", "over_cap",
+        "history_skipped", "chat_memory_skipped"}: counts of memories ("over_cap": new
+        ones past the owner's MEMORY_CAP of active memories, not written).
     """
     result = await imports.restore_export(
         rt, user_id=user_id, data=data, actor="api:import", dry_run=dry_run

@@ -1,0 +1,425 @@
+"""Noisy neighbour (issue 26): user B chats while user A does heavy things, on one service.
+
+    python -m bench.noisy_neighbour                          # 5,000 imported, consolidated
+    python -m bench.noisy_neighbour --import-items 1000 --phase-seconds 5     # a quick look
+    python -m bench.noisy_neighbour --separate-worker       # workers in their own process
+
+One service (uvicorn in a thread, in-process job workers as `serve` runs them) on an embedded
+PostgreSQL, an LLM stand-in (testkit.llm_stub) for extraction and summaries. User B sends
+`POST /v1/context` with a message never seen before, and every third one a `POST /v1/turns`,
+one after another, for the whole of each phase:
+
+- **alone**: nothing else runs (`--phase-seconds`);
+- **import**: A restores an export of `--import-items` memories (`POST …/memories/import`);
+- **consolidation**: A's memories at MEMORY_CAP are consolidated (a `consolidate_owner` job,
+  as the limit trigger queues it; the workers run it);
+- **forget all**: A types `/memory forget all`, then the confirmation (`POST /v1/commands`);
+- **long message**: A sends 15,000-character messages to `/v1/context` (`--phase-seconds`);
+- **huge answer**: A hands over a turn whose extraction answer holds 20,000 operations.
+
+Reported per phase: B's inlet p50 / p95 and their ratio to B alone, how many of B's calls
+took longer than the filter's 0.8 s inlet timeout, and how long A's operation took. Goal
+(issue 26): every ratio ≤ 1.5 and none past the timeout. Figures: bench/results/
+noisy_neighbour.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.latency_scale import FILTER_TIMEOUT_MS, percentiles, synthetic_messages
+from bench.locomo import REPO_ROOT
+from bench.service_process import ServiceProcess, free_port
+from testkit.extraction_replies import is_chat_summary_request
+
+__all__ = ["main", "run_benchmark"]
+
+DEFAULT_OUT_DIR = REPO_ROOT / "bench" / "results"
+USER_A, USER_B = "noisy-a", "quiet-b"
+HUGE_MARKER = "HUGE-ANSWER-PLEASE"
+HUGE_OPERATIONS = 20_000
+LONG_MESSAGE_CHARS = 15_000
+_TOPICS = ("hiking", "cooking", "chess", "sailing", "pottery", "jazz", "gardening", "cycling")
+
+
+def _chat(user_id: str, chat_id: str) -> dict[str, Any]:
+    return {"user_id": user_id, "kind": "saved", "chat_id": chat_id}
+
+
+def responder(request: dict[str, Any]) -> str:
+    """The LLM stand-in: summaries that cover their sources, the huge answer for A's marked
+    turn, and no operation for everything else."""
+    prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+    if is_chat_summary_request(request):
+        return json.dumps({"summary": "The user asked for ideas about things to do."})
+    if "<source_memories>" in prompt:
+        sources = re.findall(r"^\[(s\d+)\] \(\d{4}-\d{2}-\d{2}\) (.*)$", prompt, re.MULTILINE)
+        text = "; ".join(t for _, t in sources)[:590]
+        return json.dumps({"content": text, "covers": [r for r, _ in sources]})
+    if HUGE_MARKER in prompt:
+        ops = [
+            {"op": "NEW", "content": f"User likes colour number {i}", "bank": "personal"}
+            for i in range(HUGE_OPERATIONS)
+        ]
+        return json.dumps({"operations": ops})
+    return json.dumps({"operations": []})
+
+
+def export_of(n: int, *, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """`n` distinct memories of an export, some alike (so a consolidation finds clusters),
+    dated 60-400 days ago (past the summarizer's age gate)."""
+    now = datetime.now(UTC)
+    return [
+        {
+            "content": f"User enjoys {_TOPICS[i % len(_TOPICS)]} with friend number {i}",
+            "bank": "personal",
+            "created_at": (now - timedelta(days=int(rng.integers(60, 400)))).isoformat(),
+        }
+        for i in range(n)
+    ]
+
+
+class QuietUser:
+    """User B: one inlet after another, a turn handed over every third message."""
+
+    def __init__(self, client: httpx.AsyncClient, rng: np.random.Generator) -> None:
+        self.client, self.rng = client, rng
+        self.sent = 0
+        self.degraded = 0  #: answers past the service's own deadline (cached profile only)
+
+    async def chat_while(self, running: asyncio.Future[Any] | None, seconds: float) -> list[float]:
+        """B's inlet times (ms) until `running` is done (or `seconds` pass when None)."""
+        times: list[float] = []
+        deadline = time.perf_counter() + seconds
+        while (running is None and time.perf_counter() < deadline) or (
+            running is not None and not running.done()
+        ):
+            message = synthetic_messages(self.rng, 1)[0]
+            started = time.perf_counter()
+            answer = await self.client.post(
+                "/v1/context", json={"chat": _chat(USER_B, "b-chat"), "message": message}
+            )
+            times.append((time.perf_counter() - started) * 1000.0)
+            answer.raise_for_status()
+            self.degraded += answer.json().get("status", "").startswith("memory was slow")
+            self.sent += 1
+            if self.sent % 3 == 0:
+                await self.client.post(
+                    "/v1/turns",
+                    json={
+                        "chat": _chat(USER_B, "b-chat"),
+                        "user_message_id": f"b-{self.sent}",
+                        "user_message": message,
+                        "assistant_message": "Sure.",
+                    },
+                )
+        return times
+
+
+async def _timed(operation: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = await operation()
+    return result, time.perf_counter() - started
+
+
+async def _until(check: Callable[[], Awaitable[bool]], *, timeout_s: float) -> None:
+    deadline = time.perf_counter() + timeout_s
+    while not await check():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the operation did not finish in time")
+        await asyncio.sleep(0.2)
+
+
+async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Namespace) -> Any:
+    """Every phase; returns {"phases": [...]} rows."""
+    import psycopg
+
+    rng = np.random.default_rng(args.seed)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    phases: list[dict[str, Any]] = []
+    async with (
+        httpx.AsyncClient(base_url=base_url, headers=headers, timeout=600) as b_client,
+        httpx.AsyncClient(base_url=base_url, headers=headers, timeout=600) as a_client,
+        await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn,
+    ):
+        quiet = QuietUser(b_client, rng)
+
+        async def scalar(sql: str, *params: Any) -> Any:
+            row = await (await conn.execute(sql, params)).fetchone()
+            return row[0] if row else None
+
+        async def phase(name: str, operation: Callable[[], Awaitable[Any]] | None) -> None:
+            degraded_before = quiet.degraded
+            if operation is None:
+                times = await quiet.chat_while(None, args.phase_seconds)
+                took, detail = None, None
+            else:
+                task = asyncio.ensure_future(_timed(operation))
+                times = await quiet.chat_while(task, 0)
+                detail, took = await task
+            row = {"phase": name, "a_seconds": None if took is None else round(took, 2)}
+            row |= {"detail": detail} | percentiles(times)
+            row["past_filter_timeout"] = sum(t > FILTER_TIMEOUT_MS for t in times)
+            row["degraded"] = quiet.degraded - degraded_before
+            phases.append(row)
+            print(f"[{name}] B p50 {row['p50_ms']} ms p95 {row['p95_ms']} ms; A {took}", flush=True)
+
+        await quiet.chat_while(None, 2.0)  # B's own first calls (connections, caches)
+        await phase("alone", None)
+
+        async def do_import() -> Any:
+            answer = await a_client.post(
+                f"/v1/users/{USER_A}/memories/import", json=export_of(args.import_items, rng=rng)
+            )
+            answer.raise_for_status()
+            return answer.json()
+
+        await phase("import", do_import)
+
+        async def do_consolidation() -> Any:
+            from service.jobs.app import build_job_app
+            from service.storage.db import libpq_url
+
+            jobs = build_job_app(libpq_url(db_url))
+            async with jobs.open_async():
+                await jobs.configure_task("consolidate_owner", queue="consolidation").defer_async(
+                    owner_kind="user", owner_id=USER_A
+                )
+
+            async def done() -> bool:
+                left = await scalar(
+                    "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'consolidate_owner'"
+                    " AND status IN ('todo', 'doing')"
+                )
+                return left == 0
+
+            await _until(done, timeout_s=args.timeout_s)
+            return await scalar(
+                "SELECT outcome || ' ' || merged || ' merged, ' || pruned || ' pruned' FROM"
+                " consolidation_runs WHERE owner_id = %s ORDER BY finished_at DESC LIMIT 1",
+                USER_A,
+            )
+
+        await phase("consolidation", do_consolidation)
+
+        async def do_forget_all() -> Any:
+            chat = _chat(USER_A, "a-chat")
+            ask = await a_client.post(
+                "/v1/commands", json={"chat": chat, "command": "/memory forget all"}
+            )
+            code = re.search(r"/memory forget all ([0-9a-f]{6})", ask.json()["text"])
+            if code is None:
+                return ask.json()["text"][:80]
+            done = await a_client.post(
+                "/v1/commands",
+                json={"chat": chat, "command": f"/memory forget all {code.group(1)}"},
+            )
+            return done.json()["text"][:80]
+
+        await phase("forget all", do_forget_all)
+
+        async def do_long_messages() -> Any:
+            body = ("I keep notes about my garden and my bicycle trips. " * 400)[
+                :LONG_MESSAGE_CHARS
+            ]
+            took: list[float] = []
+            deadline = time.perf_counter() + args.phase_seconds
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                await a_client.post(
+                    "/v1/context",
+                    json={"chat": _chat(USER_A, "a-chat"), "message": f"{len(took)} {body}"},
+                )
+                took.append((time.perf_counter() - started) * 1000.0)
+            return {"a_long_message": percentiles(took)}
+
+        await phase("long message", do_long_messages)
+
+        async def do_huge_answer() -> Any:
+            await a_client.post(
+                "/v1/turns",
+                json={
+                    "chat": _chat(USER_A, "a-chat"),
+                    "user_message_id": "a-huge",
+                    "user_message": f"{HUGE_MARKER}: my favourite colours, all of them",
+                    "assistant_message": "Noted.",
+                },
+            )
+
+            async def extracted() -> bool:
+                status = await scalar(
+                    "SELECT status FROM turns WHERE user_message_id = 'a-huge' LIMIT 1"
+                )
+                return status in ("done", "failed")
+
+            await _until(extracted, timeout_s=args.timeout_s)
+            return await scalar(
+                "SELECT status || ', ' || coalesce(memories_written, 0) || ' written' FROM turns"
+                " WHERE user_message_id = 'a-huge'"
+            )
+
+        await phase("huge answer", do_huge_answer)
+    alone = phases[0]
+    for row in phases:
+        row["ratio_p50"] = _ratio(row["p50_ms"], alone["p50_ms"])
+        row["ratio_p95"] = _ratio(row["p95_ms"], alone["p95_ms"])
+    return {"phases": phases}
+
+
+async def _workers_up(url: str) -> bool:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        row = await (
+            await conn.execute(
+                "SELECT count(*) FROM procrastinate_workers"
+                " WHERE last_heartbeat > now() - interval '30 seconds'"
+            )
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    return round(float(a) / float(b), 2) if a is not None and b else None
+
+
+async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    """Start PostgreSQL, the LLM stand-in and the service; run the phases."""
+    from service.embeddings.encoder import Encoder
+    from service.storage import migrate
+    from service.storage.db import start_embedded
+    from testkit.live_service import LiveService
+    from testkit.llm_stub import LLMStub
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="noisy-neighbour-") as tmp:
+        url, server = start_embedded(Path(tmp))
+        try:
+            migrate.upgrade(url)
+            encoder = Encoder(onnx_dir=Path(tmp) / "models")
+            # A holds the whole import; its consolidation is a limit run at the cap
+            env = {
+                "MEMORY_CAP": str(args.import_items),
+                "MEMORY_CONTEXT_DEADLINE_S": "0.5",
+                "MEMORY_BATCH_MESSAGES": "1",  # each turn extracted at once, in either mode
+            }
+            with LLMStub(responder=responder) as llm:
+                worker = None
+                if args.separate_worker:
+                    worker = ServiceProcess(
+                        state_dir=Path(tmp) / "worker",
+                        port=free_port(),
+                        api_key="noisy-neighbour",
+                        llm_base_url=llm.base_url,
+                        llm_model="stub-model",
+                        log_path=Path(tmp) / "worker.log",
+                        env={"DATABASE_URL": url, **env},
+                        command="worker",
+                    )
+                    worker.start()
+                    await _until(lambda: _workers_up(url), timeout_s=300)
+                live = LiveService.start(
+                    database_url=url,
+                    encoder=encoder,
+                    state_dir=Path(tmp) / "state",
+                    env={
+                        "LLM_BASE_URL": llm.base_url,
+                        "LLM_MODEL": "stub-model",
+                        "MEMORY_RUN_WORKERS": "false" if args.separate_worker else "true",
+                        **env,
+                    },
+                    timeout_s=300,
+                )
+                try:
+                    results = await run_phases(live.base_url, live.api_key, url, args)
+                finally:
+                    live.stop()
+                    if worker is not None:
+                        worker.terminate()
+            encoder.close()
+        finally:
+            server.cleanup()
+    results["meta"] = {
+        "import_items": args.import_items,
+        "phase_seconds": args.phase_seconds,
+        "seed": args.seed,
+        "workers": "a separate worker process (MEMORY_RUN_WORKERS=false)"
+        if args.separate_worker
+        else "in-process (serve's default)",
+        "runtime_s": round(time.perf_counter() - started, 1),
+        "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return results
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    lines = [
+        "# Noisy neighbour: user B's inlet while user A does heavy things",
+        "",
+        f"Finished {meta['finished']} in {meta['runtime_s']:.0f} s; A imports "
+        f"{meta['import_items']:,} memories; workers {meta['workers']}. Times in ms; ratio = "
+        "B's figure in the phase / B alone. Goal (issue 26): ≤ 1.5 and 0 past the filter's "
+        "0.8 s inlet timeout.",
+        "",
+        "`degraded` = B's answers past the service's own 0.5 s deadline (cached profile only).",
+        "",
+        "| phase | B's calls | B p50 | B p95 | ratio p50 | ratio p95 | past 0.8 s | degraded "
+        "| A took (s) | A's result |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in results["phases"]:
+        detail = row["detail"]
+        shown = json.dumps(detail) if isinstance(detail, dict) else (detail or "")
+        lines.append(
+            f"| {row['phase']} | {row['n']} | {row['p50_ms']} | {row['p95_ms']} "
+            f"| {row['ratio_p50']} | {row['ratio_p95']} | {row['past_filter_timeout']} "
+            f"| {row['degraded']} | {'–' if row['a_seconds'] is None else row['a_seconds']} "
+            f"| {shown[:120]} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--import-items", type=int, default=5_000, help="A's import (≤ 5,000)")
+    parser.add_argument("--phase-seconds", type=float, default=20.0, help="alone / long message")
+    parser.add_argument("--timeout-s", type=float, default=900.0, help="longest wait per phase")
+    parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument(
+        "--separate-worker",
+        action="store_true",
+        help="job workers in a `worker` process beside the API (MEMORY_RUN_WORKERS=false)",
+    )
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    results = asyncio.run(run_benchmark(args))
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    base = args.out_dir / (
+        "noisy_neighbour_separate_worker" if args.separate_worker else "noisy_neighbour"
+    )
+    base.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    base.with_suffix(".md").write_text(render_markdown(results), encoding="utf-8")
+    print(render_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
