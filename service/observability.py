@@ -79,7 +79,14 @@ INLET_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.
 EXTRACTION_OUTCOMES = ("written", "nothing_new", "already_done", "invalid_output", "gave_up")
 """The only values of the `outcome` label."""
 
-DROP_REASONS = ("unknown_target", "target_changed", "turn_closed", "restated", "forgotten_content")
+DROP_REASONS = (
+    "unknown_target",
+    "target_changed",
+    "turn_closed",
+    "restated",
+    "forgotten_content",
+    "planted_instruction",
+)
 """The only values of the `reason` label of dropped operations."""
 
 # no `*_created` series: a scrape shows values, not start times (unannotated in prometheus_client)

@@ -6,7 +6,7 @@ and `service/core/instructions.py` (orders to the assistant).
 
 from __future__ import annotations
 
-from service.core import instructions, neutralise, redaction
+from service.core import instructions, neutralise, planted, redaction
 
 REDACTED = "[redacted]"
 """The placeholder of a secret of no particular kind (`redact_secrets` names the kind:
@@ -23,6 +23,8 @@ tag look-alike, no bidi control, no fetchable URL, no role prefix (`core/neutral
 
 
 def looks_like_instruction(text: str) -> bool:
-    """True when `text` reads as an instruction to the assistant rather than a fact
-    (`service/core/instructions.py`)."""
-    return instructions.is_instruction(text)
+    """True when `text` reads as an instruction to the assistant rather than a fact: an
+    order overriding its rules (`service/core/instructions.py`) or a harmful act the rules
+    of `service/core/planted.py` name. Pure and cheap (no embedding), so the read path and
+    every writer use it; writers add the semantic check (`flows/planted_check.py`)."""
+    return instructions.is_instruction(text) or bool(planted.rule_reasons(text))

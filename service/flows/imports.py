@@ -30,6 +30,7 @@ from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_expo
 from service.core.imports import export_markdown as markdown_document
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
 from service.errors import InvalidInput
+from service.flows import planted_check
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
 from service.storage import audit, memories, memory_search
@@ -122,6 +123,9 @@ async def _plan(
             refused += 1
             continue
         kept.append((cell, _with_content(item, text)))
+    verdicts = await planted_check.verdicts(rt, [item.content for _, item in kept])
+    refused += sum(v.refused for v in verdicts)
+    kept = [k for k, v in zip(kept, verdicts, strict=True) if not v.refused]
     if not kept:
         return [], refused, not_allowed
     vectors = await rt.encoder.encode([item.content for _, item in kept])
