@@ -15,8 +15,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from service.core import planted, safety
 from service.embeddings.encoder import Encoder
 
@@ -81,7 +79,7 @@ def main() -> None:
                 f"| {r.get('legitimate_refused', 0)}/{r.get('legitimate', 0)} "
                 f"({_pct(r.get('legitimate_refused', 0), r.get('legitimate', 0))}) "
                 f"| {r.get('semantic', 0)} | {r.get('in_doubt', 0)} "
-                f"| {_pct(r.get('margin_right', 0), r.get('harmful', 0) + r.get('legitimate', 0))} |"
+                f"| {_pct(r.get('margin_right', 0), r['harmful'] + r['legitimate'])} |"
             )
     print(json.dumps(result, indent=1))
 

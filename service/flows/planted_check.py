@@ -5,7 +5,8 @@ Extraction, `/memory add` and the HTTP API, imports and the Remember action ask 
 before a text is stored: one embedding per candidate (the encoder's cache serves the same
 text again when the flow stores it) against the shipped labelled examples, and — only for a
 text the rules and the margin leave in doubt, and only when an LLM is configured and
-`MEMORY_LLM_PLANTED_CHECK` is on (the default) — one short LLM call. A refused text is never stored, so the read path has nothing to embed.
+`MEMORY_LLM_PLANTED_CHECK` is on (the default) — one short LLM call. A refused text is never
+stored, so the read path has nothing to embed.
 """
 
 from __future__ import annotations
