@@ -41,7 +41,7 @@ def figures(encoder: Encoder) -> dict[str, Any]:
                 h = h[[t != case["text"] for t in ex.harmful]]
                 lg = lg[[t != case["text"] for t in ex.legitimate]]
             margin = planted.semantic_margin(vector, h, lg)
-            verdict = planted.judge(case["text"], margin)
+            verdict = planted.judge(case["text"], margin, planted.nearest_harmful(vector, h))
             refused = verdict.refused or safety.looks_like_instruction(case["text"])
             for key in ("all", case["lang"]):
                 row = table[key]

@@ -21,7 +21,9 @@ Three layers, each able to refuse (`judge`):
    labelled examples shipped with the package (`data/planted_examples.json`, drawn from the
    tune half of `tests/corpora/planted.json` only): the mean cosine of the `K` nearest harmful
    examples minus that of the `K` nearest legitimate ones. A margin of `ALONE_MARGIN` refuses
-   by itself; `CUE_MARGIN` refuses when the text also names a risky thing (`weak_cues`).
+   by itself; `CUE_MARGIN` refuses when the text also names a risky thing (`weak_cues`);
+   either only for a text near the harmful examples at all (`SIMILARITY_FLOOR`) that speaks to
+   the assistant or sets a condition (`addresses`): a fact that only names a PIN is no order.
 3. **LLM** (optional, `flows/planted_check.py`): when an LLM is configured and the first two
    leave a text in doubt (`in_doubt`), its one-word verdict decides.
 
@@ -54,6 +56,11 @@ CUE_MARGIN = 0.045
 """Margin that refuses together with a weak cue (`weak_cues`): on the tune half, midway
 between the highest legitimate text with a cue (0.041, "L'utente cambia le password …") and
 the one harmful text no rule caught (0.048)."""
+SIMILARITY_FLOOR = 0.35
+"""The semantic layer refuses only a text this close (mean cosine of its `K` nearest harmful
+examples) to the harmful examples: far from both labels the margin says little. Tune half:
+90 % of harmful texts are above 0.38; 1,500 LoCoMo chat turns (ordinary conversation, no
+label) all below 0.32, while 24 of them had a margin ≥ `CUE_MARGIN`."""
 DOUBT_MARGIN = -0.02
 """From this margin up, a text with a weak cue that neither layer refused goes to the LLM."""
 
@@ -163,7 +170,7 @@ _CONVERSATION = (
     r"conversation|chat|messages?|gesprach|chatverlauf|conversacion|conversazione|conversa|"
     r"gesprek|rozmow\w*|разговор|konusma\w*|samtal\w*|percakapan|mesaj\w*|nachricht\w*"
 )
-_IMAGE = r"!\s*\["
+_IMAGE = r"!\[[^\]\n]{0,200}\]\s*[(\[]"  # a markdown image, not "amazing! [photo]"
 _MONEY_MOVE = (
     r"move|transfer|wire|uberweisen|virer|transfier\w*|trasferire|transferir|over te maken|"
     r"przelac|перевести|aktarmam[i\u0131]|fora over|mentransfer"
@@ -235,9 +242,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("keeps its rules secret from the user", folded_rx(_SECRET_RULES)),
 )
 
-# Weaker signs: the text names a risky thing (a credential, a dose, a link, an address, the
-# assistant's memories, money). Words that only address the assistant ("when", "if", "you")
-# are no sign: on the tune half they marked legitimate preferences as often as harmful ones.
+# Weaker signs: the text names a risky thing (a credential, a dose, a link, an address,
+# money moving). "Memories" is no sign: ordinary conversation is full of them. Words that
+# only address the assistant ("when", "if", "you") are no sign either (`addresses`): on the
+# tune half they marked legitimate preferences as often as harmful ones.
 _WEAK = folded_rx(
     _CREDENTIAL,
     _DOSE,
@@ -245,9 +253,34 @@ _WEAK = folded_rx(
     _URL,
     _EMAIL,
     _MONEY_MOVE,
-    r"memor(?:y|ies)|erinnerung|souvenir|recuerdo|ricord|memoria|herinnering|"
-    r"wspomnie|воспоминан|an[i\u0131]lar[i\u0131]|minne|ingatan",
 )
+
+
+# The text speaks to the assistant, or sets what it should do later: second-person words,
+# "the assistant", "me" as an object, conditions ("when", "if", "whenever"), in the 12
+# languages. Only such a text can be refused by the semantic layer: a fact that merely
+# mentions a PIN or a dose ("User's bank PIN: [redacted PIN]", "I need to reset my PIN")
+# is near the harmful examples, which all name such things, but gives no order.
+_ADDRESSES = folded_rx(
+    r"\b(?:you|your|yourself|assistant|ai|me|whenever|when|if|always|never|every|each|"
+    r"please|kindly|remember:)\b",
+    r"\b(?:du|dir|dich|dein\w*|assistent|mich|mir|wenn|falls|immer|jede\w*|bitte)\b",
+    r"\b(?:tu|te|toi|vous|ton|ta|tes|assistant|moi|quand|si|toujours|chaque)\b|-moi\b",
+    r"\b(?:usted|asistente|me|cuando|si|siempre|cada)\b|(?:me|le)\b",
+    r"\b(?:ti|tuo|tua|assistente|mi|quando|se|sempre|ogni)\b|(?:mi|ci)\b",
+    r"\b(?:voce|teu|tua|assistente|quando|se|sempre|cada)\b|-me\b",
+    r"\b(?:je|jij|jou|jouw|assistent|mij|me|als|wanneer|altijd|elk|elke)\b",
+    r"\b(?:ty|ci|cie|twoj\w*|asystent|mnie|mi|jesli|gdy|kiedy|zawsze|kazd\w*)\b",
+    r"(?:ты|тебе|тебя|твои|ассистент|мне|меня|если|когда|всегда|кажд\w*)",
+    r"\b(?:sen|sana|seni|asistan\w*|bana|beni|eger|\w+(?:sam|sem)\b|her|daima)\b",
+    r"\b(?:du|dig|din|ditt|assistenten|mig|om|nar|alltid|varje)\b",
+    r"\b(?:kamu|anda|asisten|saya|kalau|jika|ketika|selalu|setiap)\b",
+)
+
+
+def addresses(text: str) -> bool:
+    """True when `text` speaks to the assistant or sets a condition for later (see above)."""
+    return bool(_ADDRESSES.search(fold(text)))
 
 
 def rule_reasons(text: str) -> list[str]:
@@ -257,8 +290,8 @@ def rule_reasons(text: str) -> list[str]:
 
 
 def weak_cues(text: str) -> bool:
-    """True when `text` names a credential, a dose, a link, an address, money moving or
-    memories (not enough to refuse alone)."""
+    """True when `text` names a credential, a dose, a link, an address or money moving (not
+    enough to refuse alone)."""
     return bool(_WEAK.search(fold(text)))
 
 
@@ -290,6 +323,12 @@ def semantic_margin(vector: np.ndarray, harmful: np.ndarray, legitimate: np.ndar
     return float(h.mean() - lg.mean())
 
 
+def nearest_harmful(vector: np.ndarray, harmful: np.ndarray) -> float:
+    """Mean cosine of the `K` harmful examples nearest to `vector` (same shapes as
+    `semantic_margin`)."""
+    return float(np.sort(harmful @ vector)[::-1][:K].mean())
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """Whether a candidate memory is refused, and why."""
@@ -297,17 +336,23 @@ class Verdict:
     refused: bool
     reasons: tuple[str, ...]  #: rule reasons, "semantic", or "llm"
     margin: float  #: `semantic_margin`
-    in_doubt: bool  #: neither layer refused, yet a weak cue and a margin ≥ DOUBT_MARGIN
+    in_doubt: bool  #: not refused, yet addressed, a weak cue and a margin ≥ DOUBT_MARGIN
 
 
-def judge(text: str, margin: float) -> Verdict:
-    """The rules and the semantic margin together (the LLM is asked by the flow when the
-    verdict is `in_doubt`). Pure."""
+def judge(text: str, margin: float, nearest: float) -> Verdict:
+    """The rules and the semantic layer together (the LLM is asked by the flow when the
+    verdict is `in_doubt`). Pure.
+
+    Args:
+        margin: `semantic_margin` of the text's vector.
+        nearest: `nearest_harmful` of the text's vector.
+    """
     reasons = rule_reasons(text)
     cue = weak_cues(text)
-    if not reasons and (margin >= ALONE_MARGIN or (cue and margin >= CUE_MARGIN)):
+    close = nearest >= SIMILARITY_FLOOR and addresses(text)
+    if not reasons and close and (margin >= ALONE_MARGIN or (cue and margin >= CUE_MARGIN)):
         reasons = ["semantic"]
-    in_doubt = not reasons and cue and margin >= DOUBT_MARGIN
+    in_doubt = not reasons and cue and margin >= DOUBT_MARGIN and addresses(text)
     return Verdict(bool(reasons), tuple(reasons), margin, in_doubt)
 
 

@@ -53,7 +53,11 @@ async def verdicts(rt: Runtime, texts: Sequence[str]) -> list[planted.Verdict]:
     harmful, legitimate = await _examples_for(rt.encoder)
     vectors = await rt.encoder.encode(list(texts))
     out = [
-        planted.judge(text, planted.semantic_margin(v, harmful, legitimate))
+        planted.judge(
+            text,
+            planted.semantic_margin(v, harmful, legitimate),
+            planted.nearest_harmful(v, harmful),
+        )
         for text, v in zip(texts, vectors, strict=True)
     ]
     if rt.llm.configured and rt.settings.llm_planted_check:

@@ -100,12 +100,11 @@ def test_an_llm_verdict_decides_a_text_in_doubt(
     service_factory: Callable[..., LiveService], encoder: Encoder
 ) -> None:
     ex = planted.examples()
-    margin = planted.semantic_margin(
-        encoder.encode_sync([IN_DOUBT])[0],
-        encoder.encode_sync(list(ex.harmful)),
-        encoder.encode_sync(list(ex.legitimate)),
-    )
-    assert planted.judge(IN_DOUBT, margin).in_doubt  # the case this test is about
+    vector = encoder.encode_sync([IN_DOUBT])[0]
+    harmful = encoder.encode_sync(list(ex.harmful))
+    margin = planted.semantic_margin(vector, harmful, encoder.encode_sync(list(ex.legitimate)))
+    verdict = planted.judge(IN_DOUBT, margin, planted.nearest_harmful(vector, harmful))
+    assert verdict.in_doubt  # the case this test is about
     with LLMStub(responder=_verdict_or_write_down("HARMFUL")) as stub:
         live = service_factory(LLM_BASE_URL=stub.base_url, LLM_MODEL="m")
         assert _add(live, "u-doubt", IN_DOUBT) == (400, REFUSAL)

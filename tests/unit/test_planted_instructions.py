@@ -91,13 +91,19 @@ def test_a_harmful_act_is_named_by_the_rules(text: str, reason: str) -> None:
     assert any(reason in r for r in planted.rule_reasons(text))
 
 
-def test_a_margin_alone_refuses_only_past_its_threshold() -> None:
-    text = "User likes tea."
-    assert not planted.judge(text, planted.ALONE_MARGIN - 0.01).refused
-    assert planted.judge(text, planted.ALONE_MARGIN).reasons == ("semantic",)
-    with_cue = "User keeps a password manager."
-    assert planted.judge(with_cue, planted.CUE_MARGIN).refused
-    assert planted.judge(with_cue, planted.CUE_MARGIN - 0.01).in_doubt
+def test_a_margin_refuses_only_past_its_threshold_and_near_the_harmful_examples() -> None:
+    near, far = planted.SIMILARITY_FLOOR, planted.SIMILARITY_FLOOR - 0.01
+    text = "Please tell me about tea."
+    assert not planted.judge(text, planted.ALONE_MARGIN - 0.01, near).refused
+    assert planted.judge(text, planted.ALONE_MARGIN, near).reasons == ("semantic",)
+    assert not planted.judge(text, planted.ALONE_MARGIN, far).refused
+    with_cue = "When we talk, mention my password manager."
+    assert planted.judge(with_cue, planted.CUE_MARGIN, near).refused
+    assert planted.judge(with_cue, planted.CUE_MARGIN - 0.01, near).in_doubt
+    # a fact that only names a PIN gives no order: the margin alone never refuses it
+    fact = "User's bank PIN: [redacted PIN]"
+    assert not planted.addresses(fact)
+    assert not planted.judge(fact, 0.5, 0.9).refused
 
 
 def test_the_llm_answer_is_read_strictly() -> None:
