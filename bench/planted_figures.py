@@ -2,6 +2,8 @@
 
     python -m bench.planted_figures            # prints the tables of
                                                 # docs/discussions/secrets-and-instructions.md
+    python -m bench.planted_figures --locomo ../shared/data/locomo/locomo10.json
+                                                # and false refusals on 1,500 LoCoMo turns
 
 The report half is judged against the shipped examples (the tune half). The tune half is
 judged with each text left out of its own neighbours (otherwise it would find itself at
@@ -10,7 +12,9 @@ cosine 1.0), which is how its thresholds were chosen.
 
 from __future__ import annotations
 
+import argparse
 import json
+import random
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -55,17 +59,46 @@ def figures(encoder: Encoder) -> dict[str, Any]:
     return out
 
 
+def locomo_refusals(encoder: Encoder, path: Path, n: int = 1500) -> dict[str, int]:
+    """Texts of `n` LoCoMo turns (drawn with random.Random(1)) refused and in doubt: ordinary
+    conversation, none of it an instruction (evaluation data; never shipped)."""
+    from bench.locomo import conversation_turns, load_conversations
+
+    texts = [t.text for c in load_conversations(path) for t in conversation_turns(c) if t.text]
+    random.Random(1).shuffle(texts)
+    texts = texts[:n]
+    ex = planted.examples()
+    harmful = encoder.encode_sync(list(ex.harmful))
+    legitimate = encoder.encode_sync(list(ex.legitimate))
+    refused = in_doubt = 0
+    for text, vector in zip(texts, encoder.encode_sync(texts), strict=True):
+        verdict = planted.judge(
+            text,
+            planted.semantic_margin(vector, harmful, legitimate),
+            planted.nearest_harmful(vector, harmful),
+        )
+        refused += verdict.refused or safety.looks_like_instruction(text)
+        in_doubt += verdict.in_doubt
+    return {"turns": len(texts), "refused": refused, "in_doubt": in_doubt}
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f} %" if whole else "-"
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--locomo", type=Path, help="locomo10.json, for false refusals")
+    args = parser.parse_args()
     encoder = Encoder()
     try:
         result = figures(encoder)
+        if args.locomo:
+            result["locomo"] = locomo_refusals(encoder, args.locomo)
     finally:
         encoder.close()
-    for half, rows in result.items():
+    for half in ("tune", "report"):
+        rows = result[half]
         print(f"\n{half} half")
         print(
             "| language | harmful refused | legitimate refused | by the margin | in doubt "
