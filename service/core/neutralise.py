@@ -117,7 +117,10 @@ def skeleton(text: str) -> tuple[str, list[int]]:
 
 @lru_cache(maxsize=65536)
 def _looks_like(char: str) -> str:
-    """What `char` looks like: NFKC, look-alike letters as ASCII, case-folded."""
+    """What `char` looks like: NFKC, look-alike letters as ASCII, case-folded; nothing for a
+    joiner (kept between two non-ASCII letters, it must not split a look-alike tag name)."""
+    if unicodedata.category(char) == "Cf":
+        return ""
     latin = _latin_look_alikes()
     return "".join(
         latin.get(n) or latin.get(n.upper()) or n.casefold()

@@ -41,6 +41,7 @@ TAG_NAMES = [
     "u\u2060ser\u00adMemories",
     "user\ufeffMemories",
     "\u1d1c\u0455\u0435r\u041c\u0435m\u043er\u0456\u0435\u0455",  # Cyrillic / small-cap look-alikes
+    "\u1d1c\u0455\u200d\u0435r\u041c\u0435m\u043e\u200cr\u0456\u0435\u0455",  # joiners inside
     "\uff55\uff53\uff45\uff52\uff2d\uff45\uff4d\uff4f\uff52\uff49\uff45\uff53",  # full-width
     "\U0001d42e\U0001d42c\U0001d41e\U0001d42b\U0001d40c\U0001d41e\U0001d426\U0001d428\U0001d42b"
     "\U0001d422\U0001d41e\U0001d42c",  # mathematical bold
