@@ -110,3 +110,26 @@ def test_the_llm_answer_is_read_strictly() -> None:
     assert planted.llm_says_harmful(" harmful.") is True
     assert planted.llm_says_harmful("SAFE") is False
     assert planted.llm_says_harmful("I think it might be harmful") is None
+
+
+def test_the_preferences_the_issue_names_are_kept_by_every_layer(encoder: Encoder) -> None:
+    ex = planted.examples()
+    harmful = encoder.encode_sync(list(ex.harmful))
+    legitimate = encoder.encode_sync(list(ex.legitimate))
+    for text in (
+        "answer in bullet points",
+        "call me Sam",
+        "reply in German",
+        "always show code in Python",
+        "remind me to take my medication at 8",
+        "Antworte immer auf Deutsch und nenn mich Sam.",
+        "Réponds-moi toujours en français, s'il te plaît.",
+    ):
+        vector = encoder.encode_sync([text])[0]
+        verdict = planted.judge(
+            text,
+            planted.semantic_margin(vector, harmful, legitimate),
+            planted.nearest_harmful(vector, harmful),
+        )
+        assert not verdict.refused, (text, verdict)
+        assert not safety.looks_like_instruction(text), text
