@@ -226,6 +226,12 @@ class Settings(BaseSettings):
         alias="MEMORY_LLM_RELEVANCE",
         description="Let the LLM judge memories in the 0.7–0.93 band (cached; adds latency).",
     )
+    llm_planted_check: bool = Field(
+        default=True,
+        alias="MEMORY_LLM_PLANTED_CHECK",
+        description="With an LLM configured, let it judge candidate memories that the "
+        "planted-instruction rules and the semantic check leave in doubt (write path only).",
+    )
     profile_refresh_hours: float = Field(
         default=24.0,
         alias="MEMORY_PROFILE_REFRESH_HOURS",

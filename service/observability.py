@@ -95,6 +95,7 @@ DROP_REASONS = (
     "restated",
     "forgotten_content",
     "past_cap",
+    "planted_instruction",
 )
 """The only values of the `reason` label of dropped operations."""
 

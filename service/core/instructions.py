@@ -89,7 +89,9 @@ _OVERRIDE = _rx(
     r"\byou are no longer (?:bound|restricted|limited|an? |required)\b",
     r"\byou no longer have (?:any )?(?:rules|restrictions|limits|limitations|filters)\b",
     r"\bfrom now on,? you are (?:an? |the |my |called |named |free\b|dan\b)",
-    r"\b(?:developer|god|admin|jailbreak|dan) mode\b|\bjailbreak|\bdo anything now\b|\bdan\b",
+    r"\b(?:developer|god|admin|jailbreak|dan) mode\b|\bjailbreak|\bdo anything now\b",
+    # "DAN" by name, not the Indonesian and Malay word for "and"
+    r"\b(?:you are|you're|act as|be|become|called|named|as|like) (?:now )?(?:an? )?dan\b",
     r"\b(?:unfiltered|uncensored|unrestricted|jailbroken)\b",
     r"\bwithout (?:any )?(?:restrictions|limitations|filters|censorship|rules|guidelines)\b",
     r"\b(?:no|any) (?:restrictions|limitations|filters) (?:anymore|any more|at all)\b",
@@ -216,3 +218,13 @@ def _starts_with_order(folded: str) -> bool:
 def is_instruction(text: str) -> bool:
     """True when `text` reads as an order to the assistant rather than a fact (`reasons`)."""
     return bool(reasons(text))
+
+
+fold = _fold
+"""`text` lower case, without accents or invisible characters, on single spaces (patterns
+built with `folded_rx` are matched against it)."""
+
+
+def folded_rx(*alternatives: str) -> re.Pattern[str]:
+    """One pattern of `alternatives`, each folded like the texts it is matched against."""
+    return _rx(*alternatives)

@@ -6,9 +6,9 @@ and `service/core/instructions.py` (orders to the assistant).
 
 from __future__ import annotations
 
-import re
+from functools import lru_cache
 
-from service.core import instructions, redaction
+from service.core import instructions, neutralise, planted, redaction
 
 REDACTED = "[redacted]"
 """The placeholder of a secret of no particular kind (`redact_secrets` names the kind:
@@ -19,22 +19,17 @@ redact_conversation = redaction.redact_conversation
 mostly_redacted = redaction.mostly_redacted
 
 
-# "<", ">", their look-alikes and entities could close `<userMemories>` or open a tag of
-# their own; single angle quotation marks read the same to a person and are no markup.
-INERT_OPEN, INERT_CLOSE = "\u2039", "\u203a"  # what "<" and ">" become
-_OPENING = re.compile(r"[<\uff1c\ufe64\u2329]|&lt;?|&#0*60;?|&#x0*3c;?", re.IGNORECASE)
-_CLOSING = re.compile(r"[>\uff1e\ufe65\u232a]|&gt;?|&#0*62;?|&#x0*3e;?", re.IGNORECASE)
+INERT_OPEN, INERT_CLOSE = "(", ")"  # what "<", ">" and their look-alikes become
+inert = neutralise.inert
+"""`text` made safe to place inside the injected block (DESIGN §6.3): one line, no tag or
+tag look-alike, no bidi control, no fetchable URL, no role prefix (`core/neutralise.py`)."""
 
 
-def inert(text: str) -> str:
-    """`text` made safe to place inside the injected block (DESIGN §6.3): on one line (a
-    memory cannot start a header or a "SYSTEM:" line of its own) and without angle brackets
-    (it cannot close `<userMemories>` or open another tag)."""
-    flat = " ".join(text.split())
-    return _CLOSING.sub(INERT_CLOSE, _OPENING.sub(INERT_OPEN, flat))
-
-
+@lru_cache(maxsize=16384)
 def looks_like_instruction(text: str) -> bool:
-    """True when `text` reads as an instruction to the assistant rather than a fact
-    (`service/core/instructions.py`)."""
-    return instructions.is_instruction(text)
+    """True when `text` reads as an instruction to the assistant rather than a fact: an
+    order overriding its rules (`service/core/instructions.py`) or a harmful act the rules
+    of `service/core/planted.py` name. Pure and cheap (no embedding), so the read path and
+    every writer use it; writers add the semantic check (`flows/planted_check.py`). Cached:
+    the read path asks it of the same memories turn after turn (~0.7 ms a new text)."""
+    return instructions.is_instruction(text) or bool(planted.rule_reasons(text))

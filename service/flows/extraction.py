@@ -50,7 +50,7 @@ from service.core.records import (
     WriteScope,
 )
 from service.errors import ExtractionOutputInvalid
-from service.flows import chat_summary, consolidation, offload, versions
+from service.flows import chat_summary, consolidation, offload, planted_check, versions
 from service.flows.runtime import Runtime
 from service.flows.turns import batch_policy, chat_from_json, pending_view
 from service.llm.client import decode_json_answer
@@ -447,6 +447,7 @@ async def _ask(
         rt, messages, refs=refs, allowed=allowed, message_refs=message_refs, owner=chat.user_id
     )
     kept = await _drop_restated_deletes(rt, parsed.operations, refs=refs)
+    kept = await _drop_planted(rt, kept)
     parsed = dataclasses.replace(parsed, operations=kept)
     return _Asked(parsed, refs, times, message_refs, [t.user_message for t in batch])
 
@@ -495,6 +496,25 @@ async def _apply_answer(
             guard=_Guard(states, restated, index, gone),
         )
     return written
+
+
+async def _drop_planted(rt: Runtime, operations: list[Operation]) -> list[Operation]:
+    """The answer without NEW or UPDATE texts that would act as harmful instructions
+    (`flows/planted_check.py`; between the LLM call and the write transaction, so a verdict
+    asked of the LLM holds no database resource). The text judged is the one `_apply`
+    stores, so its embedding is the one `_apply` finds in the encoder's cache."""
+    writes = [op for op in operations if op.op in (OpKind.NEW, OpKind.UPDATE) and op.content]
+    if not writes:
+        return operations
+    texts = [
+        unicodedata.normalize("NFC", safety.redact_secrets(op.content)).strip() for op in writes
+    ]
+    verdicts = await planted_check.verdicts(rt, texts)
+    dropped = {id(op) for op, v in zip(writes, verdicts, strict=True) if v.refused}
+    if dropped:
+        log.info("extraction proposed %s planted instructions; not stored", len(dropped))
+        observability.record_dropped_operations("planted_instruction", len(dropped))
+    return [op for op in operations if id(op) not in dropped]
 
 
 async def _drop_restated_deletes(

@@ -30,7 +30,7 @@ from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_expo
 from service.core.imports import export_markdown as markdown_document
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
 from service.errors import InvalidInput
-from service.flows import offload
+from service.flows import offload, planted_check
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
 from service.storage import audit, memories, memory_search
@@ -139,6 +139,9 @@ async def _plan(
     loop that serves other users' inlets.
     """
     kept, refused, not_allowed = await offload.in_worker(owner, _guarded, items, cell_for)
+    verdicts = await planted_check.verdicts(rt, [item.content for _, item in kept])
+    refused += sum(v.refused for v in verdicts)
+    kept = [k for k, v in zip(kept, verdicts, strict=True) if not v.refused]
     if not kept:
         return [], refused, not_allowed
     vectors = await rt.encoder.encode([item.content for _, item in kept], bulk=True)

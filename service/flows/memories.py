@@ -12,7 +12,7 @@ import numpy as np
 from service.core import assistants, forget_guard, limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
-from service.flows import chat_summary
+from service.flows import chat_summary, planted_check
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
@@ -80,13 +80,28 @@ async def everything_of(rt: Runtime, *, user_id: str) -> ReadScope:
     )
 
 
+NOT_AN_INSTRUCTION = "memories hold facts, not instructions to the assistant"
+
+
+async def _checked(rt: Runtime, content: str) -> str:
+    """`_clean`, then the planted-instruction check (`flows/planted_check.py`).
+
+    Raises:
+        InvalidInput: as `_clean`, or a text that would act as a harmful instruction.
+    """
+    text = _clean(content)
+    if await planted_check.refused(rt, text):
+        raise InvalidInput(NOT_AN_INSTRUCTION)
+    return text
+
+
 def _clean(content: str) -> str:
     text = unicodedata.normalize("NFC", content).strip()
     if not text:
         raise InvalidInput("the memory text is empty")
     limits.check_fact(text)
     if safety.looks_like_instruction(text):
-        raise InvalidInput("memories hold facts, not instructions to the assistant")
+        raise InvalidInput(NOT_AN_INSTRUCTION)
     text = safety.redact_secrets(text)
     if safety.mostly_redacted(text):
         raise InvalidInput("that text is only a password, key or code; memories never keep those")
@@ -227,7 +242,7 @@ async def add(
     Raises:
         InvalidInput: empty, too long or instruction-like text; too many or too long tags.
     """
-    text = _clean(content)
+    text = await _checked(rt, content)
     tags = limits.check_tags(tags)
     vector = await rt.encoder.encode_one(text)
     now = datetime.now(UTC)
@@ -292,7 +307,7 @@ async def edit(
         MemoryNotFound: not an active memory of `scope`.
         InvalidInput: empty or instruction-like text, or a move between a user and a project.
     """
-    text = _clean(content) if content is not None else None
+    text = await _checked(rt, content) if content is not None else None
     tags = limits.check_tags(tags) if tags is not None else None
     vector = np.asarray(await rt.encoder.encode_one(text)) if text is not None else None
     now = datetime.now(UTC)

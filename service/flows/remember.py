@@ -48,6 +48,7 @@ from service.core.records import (
 )
 from service.core.remember import Outcome, Refusal, Role, Tally
 from service.errors import ExtractionOutputInvalid, LLMNotConfigured, LLMUnavailable
+from service.flows import planted_check
 from service.flows import profile as profile_flow
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
@@ -178,6 +179,9 @@ async def _remember(
                 refused.append(kept)
                 continue
             facts.append((bank_or_none, kept, tags))
+    verdicts = await planted_check.verdicts(rt, [f for _, f, _ in facts])
+    refused += [Refusal.INSTRUCTION for v in verdicts if v.refused]
+    facts = [f for f, v in zip(facts, verdicts, strict=True) if not v.refused]
     vectors: Any = await rt.encoder.encode([f for _, f, _ in facts]) if facts else []
     planned = [
         _Fact(bank, fact, tags, np.asarray(vectors[i], dtype=np.float32))
