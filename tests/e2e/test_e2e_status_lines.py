@@ -239,9 +239,11 @@ def test_without_an_llm_only_admins_are_told_and_status_and_doctor_say_why(
         "extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); 5 turns waiting"
     )
     lines = checked.stdout.splitlines()
+    # doctor checks the running service (the one at MEMORY_HOST:MEMORY_PORT), not its shell
+    assert lines[0] == f"checked: the service running at {url} (its /readyz and /v1/status)"
     assert (
-        "WARN llm: no LLM configured (LLM_BASE_URL, LLM_MODEL): turns are kept and wait; "
-        "everything else works"
+        "WARN service llm: the running service has no LLM configured: extraction paused: no "
+        "LLM configured (set LLM_BASE_URL and LLM_MODEL); 5 turns waiting"
     ) in lines, checked.stdout + checked.stderr
     assert any(line.startswith("OK   filter → service: ") for line in lines), checked.stdout
     assert checked.returncode == 0, checked.stdout + checked.stderr
