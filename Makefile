@@ -66,13 +66,14 @@ eval: $(STAMP) ## evaluate LLM_BASE_URL/LLM_MODEL on LoCoMo conversation $(CONVE
 		--data $(LOCOMO) --conversation $(CONVERSATION) --out $(EVAL_OUT) \
 		$(if $(LLM_BASE_URL),,--stand-in) $(EVAL_ARGS)
 
-bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-owner index recall (bench/results/)
+bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-owner index recall, against Open WebUI's built-in memory (bench/results/)
 	$(BIN)/pip install -e ".[bench]"
 	$(MAKE) replay
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.locomo_retrieval --data $(LOCOMO)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.multilingual_retrieval
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.latency_scale
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.ann_recall --data $(LOCOMO)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.builtin_memory --data $(LOCOMO)
 
 scale: $(STAMP) ## one vs two API processes beside a worker, one vs two workers (bench/results/scale.*)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.scale
