@@ -7,6 +7,7 @@ RUN_STAMP := $(VENV)/.installed-run
 # Extra pip options for the torch install only (e.g. a CPU-only wheel index).
 TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
+PREFEVAL ?= ../shared/data/prefeval/explicit_preference
 CONVERSATION ?= 0
 
 .PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck eval wheel-check
@@ -73,7 +74,7 @@ bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-o
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.multilingual_retrieval
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.latency_scale
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.ann_recall --data $(LOCOMO)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.builtin_memory --data $(LOCOMO)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.builtin_memory --data $(LOCOMO) --prefeval $(PREFEVAL)
 
 scale: $(STAMP) ## one vs two API processes beside a worker, one vs two workers (bench/results/scale.*)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.scale

@@ -9,8 +9,8 @@ LLM-free and deterministic. The same memory sets are given to both:
   per conversation (`bench.locomo_retrieval.turn_pool` / `observation_pool`), questions of
   categories 1–4 with cleaned evidence (`bench.locomo.load_qa`).
 - PrefEval (Zhao et al., ICLR 2025) explicit preferences: all 1,000 preference/question pairs
-  of the 20 topics, dealt to `PREFEVAL_USERS` users with a fixed seed so that each user holds
-  5 preferences of every topic (100 each); each question is asked of its own user, and its
+  of the 20 topics, dealt to `PREFEVAL_USERS` users with a fixed seed (100 each, every topic
+  shared out evenly: `prefeval_pools`); each question is asked of its own user, and its
   evidence is its own preference.
 
 (a) Open WebUI's injection is reproduced by `owui_inject` from a reading of
@@ -293,9 +293,10 @@ def prefeval_pools(
 ) -> tuple[list[Pool], dict[str, list[tuple[str, str]]]]:
     """The explicit preferences dealt to `users` users, and each user's (question, evidence id).
 
-    Each topic's pairs are shuffled with `random.Random(seed)` and dealt round robin, so a user
-    holds an equal share of every topic. A memory's text is its preference verbatim; it covers
-    its own id `"<topic>#<index>"`.
+    Each topic's pairs are shuffled with `random.Random(seed)` and all are dealt round robin,
+    topic after topic, so users hold equally many (1,000 / 10 = 100) and each topic's share
+    differs between users by at most one (the 20 topics hold 31–62 pairs). A memory's text is
+    its preference verbatim; it covers its own id `"<topic>#<index>"`.
 
     Raises:
         FileNotFoundError: when `folder` holds no `*.json` topic file.
@@ -305,12 +306,14 @@ def prefeval_pools(
         raise FileNotFoundError(f"no PrefEval topic files (*.json) in {folder}")
     rng = random.Random(seed)
     dealt: list[list[tuple[str, dict[str, Any]]]] = [[] for _ in range(users)]
+    position = 0  # one deal across the topics: users differ by at most one preference
     for path in files:
         rows = json.loads(path.read_text(encoding="utf-8"))
         keyed = [(f"{path.stem}#{i}", row) for i, row in enumerate(rows)]
         rng.shuffle(keyed)
-        for position, item in enumerate(keyed):
+        for item in keyed:
             dealt[position % users].append(item)
+            position += 1
     now = datetime(2025, 1, 2, tzinfo=UTC)
     pools, questions = [], {}
     for number, items in enumerate(dealt):
