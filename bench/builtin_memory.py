@@ -39,7 +39,9 @@ Both are measured (`owui_context`, `owui_user`).
 a migrated embedded PostgreSQL (`bench.locomo_retrieval.insert_pool`): once at the token
 budget Open WebUI spent on the same question (`ours_matched`: `budget_tokens` = the tokens of
 Open WebUI's whole injected text, `owui_context`), once at our default budget
-(`ours_default`, 400 tokens).
+(`ours_default`, 400 tokens). A diagnostic row, `ours_top8_ungated`, is our ranking's top 8
+(`service.flows.context.retrieve` without the relevance bands) rendered as the inlet renders
+items: the same number of items as Open WebUI's search, to tell the ranking from the gate.
 
 Per question: evidence share (LoCoMo: share of the evidence dia_ids covered by the injected
 items; PrefEval: 1 when its preference is injected), injected characters and tokens
@@ -363,6 +365,7 @@ async def _measure(
     question_vectors: Mapping[str, np.ndarray],
 ) -> dict[str, list[dict[str, Any]]]:
     """Per question, what each system injects."""
+    from service.core import privacy, ranking
     from service.core.records import ChatContext, ChatKind
     from service.core.tokens import estimate_tokens
     from service.flows import context
@@ -372,6 +375,7 @@ async def _measure(
         "owui_user": [],
         "ours_matched": [],
         "ours_default": [],
+        "ours_top8_ungated": [],
     }
     for pool in pools:
         ids = [str(i) for i in range(len(pool.texts))]
@@ -400,6 +404,20 @@ async def _measure(
                 )
                 covers = [pool.covers[pool.by_memory_id[m.memory.id]] for m in result.items]
                 rows[name].append(_row(covers, evidence, result.block))
+            # diagnostic: our ranking's top 8 without the relevance bands, as many items as
+            # Open WebUI's search returns (what the ranking finds, before the gate drops any)
+            top = await context.retrieve(
+                rt,
+                scope=privacy.read_scope(chat),
+                query=question,
+                now=pool.now,
+                limit=OWUI_TOP_K,
+                apply_gate=False,
+                query_vector=question_vectors[question],
+            )
+            picked = [pool.by_memory_id[r.memory.id] for r in top]
+            text = ranking.render_block(profile=None, core=[], items=top)
+            rows["ours_top8_ungated"].append(_row([pool.covers[i] for i in picked], evidence, text))
     return rows
 
 
@@ -408,6 +426,7 @@ COMPARISONS: tuple[tuple[str, str], ...] = (
     ("ours_matched", "owui_context"),
     ("ours_default", "owui_context"),
     ("ours_default", "owui_user"),
+    ("ours_top8_ungated", "owui_context"),
 )
 
 
@@ -514,6 +533,7 @@ LABELS = {
     "owui_user": "Open WebUI 0.12.4, memories of type `user` (its review's type for user facts)",
     "ours_matched": "ours, budget = tokens Open WebUI spent on the question",
     "ours_default": f"ours, default budget ({OUR_DEFAULT_BUDGET} tokens)",
+    "ours_top8_ungated": "diagnostic: our ranking's top 8 without the relevance bands",
 }
 TITLES = {
     "locomo_turns": "LoCoMo dialogue turns, conversations 5–9",
