@@ -364,6 +364,7 @@ async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
 async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     writable = privacy.write_scope(chat)
     by_command = privacy.command_write_scope(chat)
+    hidden = privacy.hidden_own_cells(chat)
     lines = []
     async with rt.db.unit_of_work() as session:
         for bank in Bank:
@@ -371,7 +372,16 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
             if bank is Bank.ASSISTANT and not cells:
                 lines.append(await _other_assistants_line(session, chat))
                 continue
-            count = await memories.count_active(session, scope=cells) if cells else 0
+            # a hidden bank still names how much the sender keeps there (its true count),
+            # except where others see the answer
+            counted = cells or ReadScope(tuple(s for s in hidden.scopes if s.bank is bank))
+            count = (
+                await memories.count_active(session, scope=counted)
+                if counted
+                else None
+                if chat.collaborative
+                else 0
+            )
             read = "read" if cells else "hidden here"
             write = (
                 "write"
@@ -380,9 +390,12 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
                 if by_command.scope_for(bank)
                 else "no writing here"
             )
-            counts = text.counted(count, "memory", "memories")
             label = (_assistant_title(chat) if bank is Bank.ASSISTANT else None) or bank.label
-            lines.append(f"- **{label}**: {counts} — {read}, {write}")
+            if count is None:
+                lines.append(f"- **{label}**: {read}, {write}")
+            else:
+                counts = text.counted(count, "memory", "memories")
+                lines.append(f"- **{label}**: {counts} — {read}, {write}")
     return "**Memory banks** in this chat:\n\n" + "\n".join(lines) + _hidden_note(chat)
 
 
