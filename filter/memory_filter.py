@@ -517,11 +517,15 @@ def _disable_native_memory(body: dict[str, Any]) -> None:
 
 
 def _recalled_status(memory_count: int) -> str:
-    if memory_count == 1:
-        return "Recalled 1 memory"
-    if memory_count > 1:
-        return f"Recalled {memory_count} memories"
+    if memory_count > 0:
+        return f"Recalled {counted(memory_count, 'memory', 'memories')}"
     return "Recalled what I know about you"
+
+
+def counted(count: int, singular: str, plural: str) -> str:
+    """`1 memory`, `2 memories`, `0 memories`: every count this file shows is phrased here
+    (the service's twin is service/core/commands.py `counted`; a filter file stands alone)."""
+    return f"{count} {singular if count == 1 else plural}"
 
 
 # --- background tasks ------------------------------------------------------------------------

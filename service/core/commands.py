@@ -237,7 +237,7 @@ not used in these chats)
 - `/memory export` — all your memories as JSON (`/memory export markdown` to read them)
 - `/memory import` + pasted text — add facts, one a line, or a JSON export (asks for a code)
 - `/memory import confirm <code>` — write what the last import preview showed
-- `/memory import openwebui` — bring your memories from Open WebUI's own Memory feature
+- `/memory import openwebui` — your memories of Open WebUI's own Memory feature (asks for a code)
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
 - `/memory help` — this list

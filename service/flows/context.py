@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from service import observability
+from service.core import commands as text
 from service.core import injection, privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, Memory, RankedMemory, ReadScope
@@ -228,7 +229,11 @@ async def _build(
     if used:
         _track_use_record(chat, _in_background(_record_use(rt, chat=chat, used=used)))
     block = ranking.render_block(profile=parts.profile, core=parts.core, items=parts.items)
-    status = f"{len(used)} memories recalled" if used or parts.profile else "no relevant memories"
+    status = (
+        f"{text.counted(len(used), 'memory', 'memories')} recalled"
+        if used or parts.profile
+        else "no relevant memories"
+    )
     return ContextResult(block, used, parts.profile, status, core_count=len(parts.core))
 
 

@@ -86,10 +86,20 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
     items, exact = await _items(rt, chat, args, at=at)
     if not items:
         return "I found no facts to import in that text."
+    return await _preview(rt, chat, items, exact=exact)
+
+
+async def _preview(
+    rt: Runtime, chat: ChatContext, items: list[ImportItem], *, exact: bool, source: str = ""
+) -> str:
+    """What `items` would add, kept until the code is typed; the answer shows the code.
+
+    `source` names where the items come from in the answer (" from Open WebUI").
+    """
     report = await imports.preview(rt, items=items, cell_for=_chat_cells(chat), exact=exact)
     skipped = _skipped(report)
     if not report.new:
-        return f"Nothing new to import{skipped}."
+        return f"Nothing new to import{source}{skipped}."
     pending = [_to_json(p, exact=exact) for p in report.new]
     code = _code(rt, chat.user_id, pending)
     async with rt.db.unit_of_work() as session:
@@ -105,9 +115,11 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
     if more:
         shown.append(f"- … and {more} more")
     return (
-        f"**I would add {len(report.new)} memories**{skipped}:\n\n"
+        f"**I would add {text.counted(len(report.new), 'memory', 'memories')}{source}**"
+        f"{skipped}:\n\n"
         + "\n".join(shown)
-        + f"\n\nNothing is written yet. To add them, type:\n\n`/memory import confirm {code}`"
+        + f"\n\nNothing is written yet. To add {'it' if len(report.new) == 1 else 'them'}, type:"
+        + f"\n\n`/memory import confirm {code}`"
     )
 
 
@@ -265,31 +277,37 @@ async def _confirm(rt: Runtime, chat: ChatContext, code: str) -> str:
         )
     exact = bool(pending and pending[0].get("exact"))
     items = list(parse_export(pending).items)
+    from_openwebui = bool(items) and all(TAG_OPENWEBUI in i.tags for i in items)
     report = await imports.run(
         rt,
         items=items,
         cell_for=_chat_cells(chat),
         exact=exact,
         actor=f"user:{chat.user_id}",
-        reason="imported by the user with /memory import",
+        reason=OPENWEBUI_REASON if from_openwebui else "imported by the user with /memory import",
     )
     lines = "\n".join(text.memory_line(m) for m in report.added)
     if not report.added:
         return f"Nothing was added{_skipped(report)}."
-    return f"**Imported {len(report.added)} memories**{_skipped(report)}:\n\n{lines}"
+    added = text.counted(len(report.added), "memory", "memories")
+    return f"**Imported {added}**{_skipped(report)}:\n\n{lines}"
 
 
 OPENWEBUI_WORD = "openwebui"
 """`/memory import openwebui`: the filter answers it with the user's Open WebUI memories."""
 
+OPENWEBUI_REASON = "imported from Open WebUI's built-in memory"
+
 
 async def from_openwebui(
     rt: Runtime, chat: ChatContext, memories: list[tuple[str, datetime, datetime]]
 ) -> str:
-    """Import the sender's memories of Open WebUI's built-in Memory feature, read by the
-    filter inside Open WebUI: (content, created_at, updated_at) each, into Personal (no LLM
-    needed), tagged `import:openwebui`, dated with their original times. Deduplicated like
-    extraction against what is stored, so a second run adds nothing. Private chats only.
+    """Preview the import of the sender's memories of Open WebUI's built-in Memory feature,
+    read by the filter inside Open WebUI: (content, created_at, updated_at) each, into
+    Personal (no LLM needed), tagged `import:openwebui`, dated with their original times.
+    Like pasted text, nothing is written until `/memory import confirm <code>`; dedup against
+    what is stored runs for the preview and again at the write, so a second run adds
+    nothing. Private chats only.
     """
     if chat.collaborative:
         return "That didn't work: import works in a private chat only."
@@ -297,14 +315,8 @@ async def from_openwebui(
         return (
             "Open WebUI holds no memories of yours to import (Settings → Personalization → Memory)."
         )
-    report = await import_openwebui(
-        rt, cell_for=_chat_cells(chat), memories=memories, actor=f"user:{chat.user_id}"
-    )
-    if not report.added:
-        return f"Nothing new to import from Open WebUI{_skipped(report)}."
-    lines = "\n".join(text.memory_line(m) for m in report.added)
-    return (
-        f"**Imported {len(report.added)} memories from Open WebUI**{_skipped(report)}:\n\n{lines}"
+    return await _preview(
+        rt, chat, openwebui_items(memories), exact=False, source=" from Open WebUI"
     )
 
 
@@ -316,8 +328,22 @@ async def import_openwebui(
     actor: str,
 ) -> imports.ImportReport:
     """Write Open WebUI memories ((content, created_at, updated_at) each) as Personal
-    memories tagged `import:openwebui` with their own dates; fuzzy dedup (see imports.py)."""
-    items = [
+    memories tagged `import:openwebui` with their own dates; fuzzy dedup (see imports.py).
+    The admin's CLI path (`python -m service openwebui import-memories`): no preview."""
+    return await imports.run(
+        rt,
+        items=openwebui_items(memories),
+        cell_for=cell_for,
+        exact=False,
+        actor=actor,
+        reason=OPENWEBUI_REASON,
+    )
+
+
+def openwebui_items(memories: list[tuple[str, datetime, datetime]]) -> list[ImportItem]:
+    """Open WebUI memories as Personal import items tagged `import:openwebui`, each with its
+    own dates (content cut at 2,000 characters)."""
+    return [
         ImportItem(
             bank=Bank.PERSONAL,
             content=content[:2_000],
@@ -331,11 +357,3 @@ async def import_openwebui(
         )
         for content, created, updated in memories
     ]
-    return await imports.run(
-        rt,
-        items=items,
-        cell_for=cell_for,
-        exact=False,
-        actor=actor,
-        reason="imported from Open WebUI's built-in memory",
-    )

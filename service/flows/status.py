@@ -7,6 +7,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
+from service.core.commands import counted
 from service.flows.runtime import Runtime
 from service.observability import ScrapeState
 from service.storage import admin, turns, vectors
@@ -23,14 +24,14 @@ async def service_status(rt: Runtime) -> dict[str, Any]:
     if not rt.llm.configured:
         line = (
             f"extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); "
-            f"{queued} turns waiting"
+            f"{counted(queued, 'turn', 'turns')} waiting"
         )
     elif queued:
-        line = f"extracting: {queued} turns waiting"
+        line = f"extracting: {counted(queued, 'turn', 'turns')} waiting"
     else:
         line = "up to date"
     if counts["failed"]:
-        line += f"; {counts['failed']} turns failed"
+        line += f"; {counted(counts['failed'], 'turn', 'turns')} failed"
     return {
         "llm_configured": rt.llm.configured,
         "turns_queued": queued,
@@ -73,7 +74,7 @@ def admin_notice(*, llm_configured: bool, failed: int) -> str | None:
         )
     if failed:
         parts.append(
-            f"{failed} turn{'' if failed == 1 else 's'} failed extraction "
+            f"{counted(failed, 'turn', 'turns')} failed extraction "
             "(`python -m service turns list`, then `turns retry-failed`)"
         )
     return "Memory (admins only): " + "; ".join(parts) if parts else None

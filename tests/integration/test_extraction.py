@@ -248,7 +248,7 @@ def test_without_an_llm_turns_wait_and_the_status_says_why(service: LiveService)
     status = service.client.get("/v1/status").json()
     assert status["turns_queued"] == 1
     assert status["status"] == (
-        "extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); 1 turns waiting"
+        "extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); 1 turn waiting"
     )
 
 
