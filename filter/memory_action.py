@@ -17,6 +17,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import BaseModel, Field
@@ -418,6 +419,9 @@ async def _post(valves: Action.Valves, payload: dict[str, Any]) -> httpx.Respons
             MISCONFIGURED, f"the memory service at {base} refused the api_key valve (HTTP {code})"
         )
     if code in (404, 405):
+        wrong_path = _wrong_path_hint(base)
+        if wrong_path:
+            raise _Failure(MISCONFIGURED, f"{base} has no {PATH} (HTTP {code}): {wrong_path}")
         raise _Failure(
             MISCONFIGURED,
             f"the memory service {version} at {base} has no {PATH} (HTTP {code}): install the action that comes with it",
@@ -426,6 +430,18 @@ async def _post(valves: Action.Valves, payload: dict[str, Any]) -> httpx.Respons
         MISCONFIGURED,
         f"the memory service at {base} refused the request (HTTP {code}): {response.text[:300]}",
     )
+
+
+def _wrong_path_hint(base: str) -> str | None:
+    """Why a service_url with a path (`…/v1`) finds no route, else None: every route of the
+    service sits under `/v1` of its bare address, so a path is not a version mismatch."""
+    parts = urlsplit(base)
+    extra = parts.path.rstrip("/")
+    if not extra:
+        return None
+    root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    hint = "should not end in /v1" if extra.lower().endswith("/v1") else "should have no path"
+    return f"the service_url valve {hint}; set it to {root} (the service's address and port)"
 
 
 def _answer_text(response: httpx.Response) -> str | None:

@@ -229,6 +229,24 @@ async def test_a_wrong_key_and_an_unreachable_service_say_different_things(
     assert await _rows(db_conn) == []
 
 
+async def test_a_service_url_ending_in_v1_tells_the_admin_the_url_is_wrong(
+    service: LiveService, db_conn: psycopg.AsyncConnection
+) -> None:
+    # issue 30 item 1: a path in service_url is named, not taken for another version
+    action = _action(service)
+    action.valves = action.Valves(service_url=service.base_url + "/v1", api_key=service.api_key)
+
+    line = await _click(action, _body("I keep bees"), ADMIN)
+
+    assert line == (
+        "Not remembered: memory is not set up correctly — please tell your admin · for the "
+        f"admin: {service.base_url}/v1 has no /v1/memories/remember (HTTP 404): the "
+        f"service_url valve should not end in /v1; set it to {service.base_url} (the "
+        "service's address and port)"
+    )
+    assert await _rows(db_conn) == []
+
+
 def test_the_route_answers_bad_input_with_422_and_the_field(service: LiveService) -> None:
     chat = {"user_id": "u1", "chat_id": "c1", "kind": "saved"}
     cases = [
