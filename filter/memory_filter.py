@@ -595,9 +595,12 @@ def _guarded_transcript(original: Callable[..., Any], position: int) -> Callable
 def task_transcript(messages: Any) -> Any:
     """A copy of `messages` without /memory turns, their answers and the memory block.
 
-    Every user message that is a /memory command is dropped together with the assistant and
-    tool messages that answer it; system messages lose the block this filter appended (and
-    are dropped when nothing else is left). Anything but a list is returned as is.
+    Every user message that is a /memory command, or a mistyped one (`/memroy list`, which
+    the pipe answers with COMMAND_TYPO), is dropped together with the assistant and tool
+    messages that answer it: so the typo's "Nothing was sent to the model" stays true for
+    the follow-up, title and tag tasks too. System messages lose the block this filter
+    appended (and are dropped when nothing else is left). Anything but a list is returned
+    as is.
     """
     if not isinstance(messages, list):
         return messages
@@ -606,7 +609,7 @@ def task_transcript(messages: Any) -> Any:
     for message in messages:
         role = message.get("role") if isinstance(message, dict) else None
         if role == "user":
-            in_command = is_memory_command(_text_of(message.get("content")))
+            in_command = _is_command_or_typo(_text_of(message.get("content")))
         if in_command:
             continue
         if role == "system":
