@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from rapidfuzz.distance import OSA
+
 from service.core.records import Bank, Memory
 
 PREFIXES = ("/memory", "/memories")
@@ -78,6 +80,14 @@ def is_command(text: str) -> bool:
     """True when a user message is a `/memory` command (and nothing else)."""
     head = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
     return head in PREFIXES
+
+
+def is_command_or_typo(text: str) -> bool:
+    """True for a `/memory` command or a mistyped one (`/memroy list`): a first word one
+    edit or one swap of neighbours from a prefix (the filter's `command_typo_hint` rule;
+    `/memo` and `/member` are not)."""
+    head = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
+    return head.startswith("/") and any(OSA.distance(head, prefix) <= 1 for prefix in PREFIXES)
 
 
 def parse(text: str) -> Command:
