@@ -195,15 +195,52 @@ def parse_id(token: str) -> int | None:
     return _codec.parse(token)
 
 
+#: Names and aliases a `bank:` prefix is compared with for typos (Bank.parse reads them).
+_BANK_WORDS = (
+    "personal",
+    "interaction_patterns",
+    "interaction",
+    "patterns",
+    "project",
+    "projects",
+    "chat",
+    "discussion",
+    "assistant",
+)
+#: Shorter words are never taken for a mistyped bank: `Cat:` or `That:` one edit from `chat`
+#: start ordinary facts.
+_MIN_TYPO_CHARS = 5
+
+
 def split_bank_prefix(args: str) -> tuple[Bank | None, str]:
-    """`personal: text` → (Personal, "text"); no known bank before a colon → (None, args)."""
+    """`personal: text` → (Personal, "text"); no bank before a colon → (None, args).
+
+    Raises:
+        ValueError: (unknown bank, with the valid names) when the one word before the colon
+            is a mistyped bank (`Projcet:`, `personnal:`): one edit or swap of neighbours from
+            a name or alias of up to eight letters, two from a longer one. Other words
+            (`Note: I like tea`, `Personally: …`) start an ordinary fact.
+    """
     head, sep, rest = args.partition(":")
     if sep and head.strip() and len(head) <= 30:
         try:
             return Bank.parse(head), rest.strip()
         except ValueError:
-            pass
+            if is_bank_typo(head):
+                raise
     return None, args
+
+
+def is_bank_typo(word: str) -> bool:
+    """True when `word` reads as a mistyped bank name (see `split_bank_prefix`)."""
+    key = word.strip().lower().replace("-", "_")
+    if len(key) < _MIN_TYPO_CHARS or not key.replace("_", "").isalpha():
+        return False
+    return any(
+        OSA.distance(key, name) <= (1 if len(name) <= 8 else 2)
+        for name in _BANK_WORDS
+        if len(name) >= _MIN_TYPO_CHARS - 1
+    )
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")

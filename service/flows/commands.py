@@ -180,7 +180,10 @@ def _writable_cell(chat: ChatContext, bank: Bank) -> Scope:
 
 
 async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
-    bank, content = text.split_bank_prefix(command.args)
+    try:
+        bank, content = text.split_bank_prefix(command.args)
+    except ValueError as exc:  # `Projcet: …`: saved to Personal without a word, before
+        return f"{text.escape_markdown(str(exc))}. Nothing was saved."
     if not content:
         return "What should I remember? Example: `/memory add I keep bees`"
     content = person.third_person(content)  # injected under "I recall…": "I" is the assistant

@@ -162,7 +162,10 @@ async def _items(
             return extracted, False
     items = []
     for line in split_facts(body):
-        bank, fact = text.split_bank_prefix(line)
+        try:
+            bank, fact = text.split_bank_prefix(line)
+        except ValueError as exc:
+            raise InvalidInput(f"{exc} (in “{line[:80]}”)") from exc
         if fact:
             items.append(_item(bank or default, fact, at=at, source=SourceKind.MANUAL, chat=chat))
     return items, False
