@@ -142,15 +142,15 @@ async def recall(
 
     Args:
         chat: the turn's context; its read scope is applied inside the SQL (DESIGN §3).
-        message: text of the last user message.
+        message: text of the last user message; "" for a message without text (only an
+            image or a file): nothing to rank against, so the turn gets what every turn gets,
+            the core profile (or the core memories).
         budget_tokens: token budget of the injected items (None = the configured default).
         now: time of the turn (tz-aware); None = the server clock.
     """
     scope = privacy.read_scope(chat)
-    if not scope or not message.strip():
-        return ContextResult(
-            "", [], None, "no memory for this kind of chat" if not scope else "nothing to look up"
-        )
+    if not scope:
+        return ContextResult("", [], None, "no memory for this kind of chat")
     try:
         return await asyncio.wait_for(
             _build(
@@ -206,6 +206,8 @@ async def _build(
             params=params,
             apply_gate=True,
         )
+        if message.strip()
+        else _nothing_ranked()
     )
     known = asyncio.ensure_future(_profile_or_core(rt, chat=chat, scope=scope))
     try:
@@ -235,6 +237,11 @@ async def _build(
         else "no relevant memories"
     )
     return ContextResult(block, used, parts.profile, status, core_count=len(parts.core))
+
+
+async def _nothing_ranked() -> list[RankedMemory]:
+    """A message without text ranks nothing (its core memories still go with it)."""
+    return []
 
 
 async def _profile_or_core(
