@@ -17,7 +17,7 @@ from service.core import commands as text
 from service.core import injection, privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, Memory, RankedMemory, ReadScope
-from service.core.reminders import Reminder, owner_of
+from service.core.reminders import Reminder, owner_of, resolve_zone
 from service.flows import candidates, relevance
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminders_flow
@@ -220,17 +220,22 @@ async def _build(
     relevant = [r for r in relevant if not safety.looks_like_instruction(r.memory.content)]
     core = [m for m in core if not safety.looks_like_instruction(m.content)]
     # one budget for the profile and the items, and no fact twice (core/injection.py)
+    # the user's date, in their zone: an event whose date passed is marked as past
+    today = now.astimezone(resolve_zone(chat.timezone)[0]).date()
     parts = injection.compose(
         profile=profile,
         core=core,
         relevant=relevant,
         budget_tokens=params.budget_tokens,
         max_items=params.max_items,
+        today=today,
     )
     used = [*parts.core, *parts.items]
     if used:
         _track_use_record(chat, _in_background(_record_use(rt, chat=chat, used=used)))
-    block = ranking.render_block(profile=parts.profile, core=parts.core, items=parts.items)
+    block = ranking.render_block(
+        profile=parts.profile, core=parts.core, items=parts.items, today=today
+    )
     status = (
         f"{text.counted(len(used), 'memory', 'memories')} recalled"
         if used or parts.profile
