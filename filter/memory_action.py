@@ -17,6 +17,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import BaseModel, Field
@@ -51,6 +52,14 @@ MISCONFIGURED = "Not remembered: memory is not set up correctly — please tell 
 #: admins see the exact cause after this
 ADMIN_CAUSE = " · for the admin: "
 NO_MESSAGE = "Not remembered: I could not find the message's text"
+#: A click under a /memory answer (Open WebUI 0.12.4 shows an action under every reply of the
+#: chat's model, and a command's answer is stored as that model's reply: it cannot be hidden
+#: there) or on a command: nothing is sent, nothing stored.
+COMMAND_ANSWER = (
+    "Not remembered: this is a /memory command or its answer, not something said in the "
+    "chat — to keep a fact, type `/memory add <fact>`"
+)
+_COMMAND_WORDS = ("/memory", "/memories")
 NO_USER = "Not remembered: I could not tell who clicked"
 NOT_YOURS = "Not remembered: you cannot write in this chat"
 UNCHECKED = "Not remembered: I could not check that you may use this chat — try again in a moment"
@@ -116,6 +125,8 @@ async def _remember(body: Any, valves: Action.Valves, user: Any, model: Any = No
     if index is None:
         return NO_MESSAGE
     clicked = messages[index]
+    if _is_command_turn(messages, index):
+        return COMMAND_ANSWER
     role = "assistant" if clicked.get("role") == "assistant" else "user"
     content = _text(clicked.get("content"), role)
     message_id = clicked.get("id") or body.get("id")
@@ -160,6 +171,39 @@ def _clicked(messages: list[dict[str, Any]], message_id: Any) -> int | None:
         if message_id is not None and message.get("id") == message_id:
             return i
     return len(messages) - 1 if messages else None
+
+
+def _is_command_turn(messages: list[dict[str, Any]], index: int) -> bool:
+    """True when the clicked message is a /memory command (or a mistyped one) or the reply
+    to one: the nearest user message at or before it (the memory filter's rule)."""
+    for message in reversed(messages[: index + 1]):
+        if message.get("role") == "user":
+            return _is_command_or_typo(_text(message.get("content"), "user"))
+    return False
+
+
+def _is_command_or_typo(text: str) -> bool:
+    words = text.strip().split(maxsplit=1)
+    head = words[0].lower() if words else ""
+    return head.startswith("/") and any(_one_edit(head, word) for word in _COMMAND_WORDS)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """`a` equals `b`, or one insertion, deletion, substitution or swap of neighbours away."""
+    if a == b:
+        return True
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        return len(diff) == 1 or (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and a[diff[0]] == b[diff[1]]
+            and a[diff[1]] == b[diff[0]]
+        )
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    if len(long) - len(short) != 1:
+        return False
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
 def _kind(chat_id: str) -> str:
@@ -456,6 +500,9 @@ async def _post(valves: Action.Valves, payload: dict[str, Any]) -> httpx.Respons
             MISCONFIGURED, f"the memory service at {base} refused the api_key valve (HTTP {code})"
         )
     if code in (404, 405):
+        wrong_path = _wrong_path_hint(base)
+        if wrong_path:
+            raise _Failure(MISCONFIGURED, f"{base} has no {PATH} (HTTP {code}): {wrong_path}")
         raise _Failure(
             MISCONFIGURED,
             f"the memory service {version} at {base} has no {PATH} (HTTP {code}): install the action that comes with it",
@@ -464,6 +511,18 @@ async def _post(valves: Action.Valves, payload: dict[str, Any]) -> httpx.Respons
         MISCONFIGURED,
         f"the memory service at {base} refused the request (HTTP {code}): {response.text[:300]}",
     )
+
+
+def _wrong_path_hint(base: str) -> str | None:
+    """Why a service_url with a path (`…/v1`) finds no route, else None: every route of the
+    service sits under `/v1` of its bare address, so a path is not a version mismatch."""
+    parts = urlsplit(base)
+    extra = parts.path.rstrip("/")
+    if not extra:
+        return None
+    root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    hint = "should not end in /v1" if extra.lower().endswith("/v1") else "should have no path"
+    return f"the service_url valve {hint}; set it to {root} (the service's address and port)"
 
 
 def _answer_text(response: httpx.Response) -> str | None:

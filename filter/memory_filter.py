@@ -18,6 +18,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import BaseModel, Field, ValidationError
@@ -29,10 +30,10 @@ EventEmitter = Callable[[dict[str, Any]], Awaitable[None] | None]
 STATUS_UNAVAILABLE = "Memory unavailable — answering without it"
 STATUS_NOT_SAVED = "Memory could not save this turn"
 #: Shown to an ordinary user once a day while the connection is misconfigured (retrying
-#: cannot help; only an admin can fix the valves).
+#: cannot help; only an admin can fix the valves). It says what is wrong, not that someone
+#: switched memory off.
 STATUS_MISCONFIGURED = (
-    "Memory is switched off: it is not set up correctly (please tell your admin) — "
-    "answering without it"
+    "Memory is not set up correctly, so I am answering without it — please tell your admin"
 )
 #: Admins see the exact cause on every turn, after this prefix.
 STATUS_MISCONFIGURED_ADMIN = "Memory misconfigured — "
@@ -521,11 +522,15 @@ def _disable_native_memory(body: dict[str, Any]) -> None:
 
 
 def _recalled_status(memory_count: int) -> str:
-    if memory_count == 1:
-        return "Recalled 1 memory"
-    if memory_count > 1:
-        return f"Recalled {memory_count} memories"
+    if memory_count > 0:
+        return f"Recalled {counted(memory_count, 'memory', 'memories')}"
     return "Recalled what I know about you"
+
+
+def counted(count: int, singular: str, plural: str) -> str:
+    """`1 memory`, `2 memories`, `0 memories`: every count this file shows is phrased here
+    (the service's twin is service/core/commands.py `counted`; a filter file stands alone)."""
+    return f"{count} {singular if count == 1 else plural}"
 
 
 # --- background tasks ------------------------------------------------------------------------
@@ -594,9 +599,12 @@ def _guarded_transcript(original: Callable[..., Any], position: int) -> Callable
 def task_transcript(messages: Any) -> Any:
     """A copy of `messages` without /memory turns, their answers and the memory block.
 
-    Every user message that is a /memory command is dropped together with the assistant and
-    tool messages that answer it; system messages lose the block this filter appended (and
-    are dropped when nothing else is left). Anything but a list is returned as is.
+    Every user message that is a /memory command, or a mistyped one (`/memroy list`, which
+    the pipe answers with COMMAND_TYPO), is dropped together with the assistant and tool
+    messages that answer it: so the typo's "Nothing was sent to the model" stays true for
+    the follow-up, title and tag tasks too. System messages lose the block this filter
+    appended (and are dropped when nothing else is left). Anything but a list is returned
+    as is.
     """
     if not isinstance(messages, list):
         return messages
@@ -605,7 +613,7 @@ def task_transcript(messages: Any) -> Any:
     for message in messages:
         role = message.get("role") if isinstance(message, dict) else None
         if role == "user":
-            in_command = is_memory_command(_text_of(message.get("content")))
+            in_command = _is_command_or_typo(_text_of(message.get("content")))
         if in_command:
             continue
         if role == "system":
@@ -700,7 +708,9 @@ async def _hand_over_turn(
             if failure.lasting:  # the inlet's line (if any) already says why; once a day
                 line = _failure_status(failure, user, sender[0], day=_day_of(metadata)) or ""
             shown = _joined(inlet_line, line)
-            if shown:  # a user told earlier today sees no line at all, not an empty one
+            # a user told earlier today sees no line at all, not an empty one; and a line the
+            # inlet showed already is not stored a second time for the same turn
+            if shown and shown != inlet_line:
                 await _emit_status(emitter, shown)
         return
     notice = _notice_of(response)
@@ -1116,14 +1126,50 @@ def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
             "the service's key (`python -m service api-key` prints it)",
             lasting=True,
         )
-    if code in (404, 405) or (code == 422 and not _compatible(version)):
+    if code in (404, 405):
+        return _no_such_route(base, response, version)
+    if code == 422 and not _compatible(version):
+        return _incompatible(base, version, code)
+    return ServiceFailure(f"the memory service at {base} answered HTTP {code}", lasting=False)
+
+
+def _no_such_route(base: str, response: httpx.Response, version: str) -> ServiceFailure:
+    """Our service knows no such path: a service_url with a path (`…/v1`) before a version
+    mismatch, since every route of the service sits under `/v1` of its bare address."""
+    code = response.status_code
+    parts = urlsplit(base)
+    extra = parts.path.rstrip("/")
+    if extra:
+        root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+        hint = "should not end in /v1" if extra.lower().endswith("/v1") else "should have no path"
         return ServiceFailure(
-            f"the memory service {version} at {base} does not understand this filter "
-            f"{FILTER_VERSION} (HTTP {code}): incompatible versions; install the filter that "
-            "comes with the service (`python -m service openwebui install`)",
+            f"the memory service at {base} has no {_path_asked(response)} (HTTP {code}): "
+            f"the service_url valve {hint}; set it to {root} (the service's address and port)",
             lasting=True,
         )
-    return ServiceFailure(f"the memory service at {base} answered HTTP {code}", lasting=False)
+    if not _compatible(version):
+        return _incompatible(base, version, code)
+    return ServiceFailure(
+        f"the memory service {version} at {base} has no {_path_asked(response)} "
+        f"(HTTP {code}): check the service_url valve",
+        lasting=True,
+    )
+
+
+def _path_asked(response: httpx.Response) -> str:
+    try:
+        return response.request.url.path
+    except RuntimeError:  # an answer built without its request
+        return "this path"
+
+
+def _incompatible(base: str, version: str, code: int) -> ServiceFailure:
+    return ServiceFailure(
+        f"the memory service {version} at {base} does not understand this filter "
+        f"{FILTER_VERSION} (HTTP {code}): incompatible versions; install the filter that "
+        "comes with the service (`python -m service openwebui install`)",
+        lasting=True,
+    )
 
 
 def _detail_of(response: httpx.Response) -> str:

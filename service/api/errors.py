@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.errors import (
     DatabaseUnavailable,
@@ -36,6 +38,20 @@ def install(app: FastAPI) -> None:
             f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}" for e in errors[:5]
         ]
         return JSONResponse(status_code=422, content={"detail": "; ".join(sentences)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404 and exc.detail == "Not Found":
+            # no route matched: most often a client's base URL that ends in /v1 already
+            return JSONResponse(
+                status_code=404,
+                content={
+                    "detail": f"the memory service has no {request.url.path}: its routes "
+                    "start with /v1 right after its address (http://host:port/v1/…), so a "
+                    "client's base URL ends in the port"
+                },
+            )
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(MemoryServiceError)
     async def _domain(_: Request, exc: MemoryServiceError) -> JSONResponse:

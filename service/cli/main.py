@@ -38,10 +38,12 @@ Memory service starting on {url} (ready when GET /readyz answers 200)
 Install into Open WebUI with one command (filter, /memory commands pipe, events, the
 Remember button, valves, then a check through Open WebUI that the filter reaches this
 service with the key):
-  .venv/bin/python -m service openwebui install --url http://127.0.0.1:8080 \\
+  .venv/bin/python -m service openwebui install \\
+      --url <your Open WebUI URL, e.g. http://127.0.0.1:8080> \\
       --service-url {url} --email <admin e-mail> --password <admin password>
-(--service-url is this service as Open WebUI's server reaches it; change it when Open WebUI
-runs on another machine or in a container.)
+(Replace each <…>: --url is the address of your Open WebUI, 8080 being only its default
+port. --service-url is this service as Open WebUI's server reaches it; change it when Open
+WebUI runs on another machine or in a container.)
 By hand: README.md, "Install the filter into Open WebUI".
 """
 #: What the banner says instead of a key it did not just generate (a key is a secret: it is

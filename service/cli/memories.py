@@ -19,6 +19,7 @@ import typer
 
 from service.cli.failures import fail
 from service.config import Settings
+from service.core.commands import counted
 from service.errors import InvalidInput, MemoryServiceError
 from service.flows import imports
 from service.flows import memories as memory_flow
@@ -111,9 +112,10 @@ def import_(
     except MemoryServiceError as exc:
         fail(exc, verbose)
     counts = result.as_json()
-    verb = f"would add {counts['would_add']}" if dry_run else f"added {counts['added']}"
+    verb = "would add" if dry_run else "added"
+    added = counted(counts["would_add" if dry_run else "added"], "memory", "memories")
     typer.echo(
-        f"{user}: {verb} memories; {counts['duplicates']} already stored, "
+        f"{user}: {verb} {added}; {counts['duplicates']} already stored, "
         f"{counts['refused']} refused by the guards, {counts['history_skipped']} older versions "
         f"and {counts['chat_memory_skipped']} Chat Memory not restored"
         + (

@@ -25,6 +25,7 @@ from service.cli.failures import fail
 from service.cli.openwebui import DEFAULT_URL, Url, Verbose
 from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
 from service.config import Settings
+from service.core.commands import counted
 from service.errors import MemoryServiceError
 from service.flows import import_command, imports
 
@@ -106,6 +107,7 @@ def import_memories_command(
     except MemoryServiceError as exc:
         fail(exc, verbose)
     typer.echo(
-        f"{user_id}: {len(rows)} Open WebUI memories; added {len(report.added)}, "
+        f"{user_id}: {counted(len(rows), 'Open WebUI memory', 'Open WebUI memories')}; "
+        f"added {len(report.added)}, "
         f"{report.duplicates} already stored, {report.refused} refused by the guards"
     )

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from service.cli.failures import fail
 from service.config import Settings
 from service.core import consolidation as policy
+from service.core.commands import counted
 from service.core.records import OwnerKind
 from service.errors import MemoryServiceError
 from service.flows import consolidation
@@ -101,7 +102,8 @@ def restore(
         fail(exc, verbose)
     if result.summary is not None:
         typer.echo(
-            f"restored {len(result.restored)} memories of summary {result.summary.id} "
+            f"restored {counted(len(result.restored), 'memory', 'memories')} "
+            f"of summary {result.summary.id} "
             f"(#{result.summary.seq}); the summary is archived"
         )
     else:
@@ -204,8 +206,9 @@ def _print_result(result: OwnerResult, *, show_text: bool, console: Console) -> 
                     )
         return
     console.print(
-        f"{head} → {result.active_after}; {len(result.summaries)} summaries of "
-        f"{result.merged} memories, {result.pruned} pruned",
+        f"{head} → {result.active_after}; "
+        f"{counted(len(result.summaries), 'summary', 'summaries')} of "
+        f"{counted(result.merged, 'memory', 'memories')}, {result.pruned} pruned",
         markup=False,
         highlight=False,
     )
@@ -226,7 +229,8 @@ def _print_totals(report: RunReport, *, dry_run: bool) -> None:
         planned = [r for r in results if not r.plan.empty]
         refused = sum(r.plan.refused is not None for r in planned)
         typer.echo(
-            f"dry run: {len(results)} owners looked at; {len(planned) - refused} would "
+            f"dry run: {counted(len(results), 'owner', 'owners')} looked at; "
+            f"{len(planned) - refused} would "
             f"change, {refused} would be refused; nothing was changed"
         )
         return
@@ -234,8 +238,10 @@ def _print_totals(report: RunReport, *, dry_run: bool) -> None:
     pruned = sum(r.pruned for r in results)
     summaries = sum(len(r.summaries) for r in results)
     typer.echo(
-        f"{len(results)} owners looked at: {report.count(Outcome.APPLIED)} changed "
-        f"({summaries} summaries of {merged} memories, {pruned} pruned), "
+        f"{counted(len(results), 'owner', 'owners')} looked at: "
+        f"{report.count(Outcome.APPLIED)} changed "
+        f"({counted(summaries, 'summary', 'summaries')} of "
+        f"{counted(merged, 'memory', 'memories')}, {pruned} pruned), "
         f"{report.count(Outcome.REFUSED)} refused by the guard, "
         f"{report.count(Outcome.NOTHING)} with nothing to do"
     )

@@ -11,6 +11,7 @@ import httpx
 import typer
 
 from service.config import Settings
+from service.core.commands import counted
 
 __all__ = ["app"]
 
@@ -101,5 +102,5 @@ def retry_failed(
     except httpx.HTTPError as exc:
         typer.echo(f"error: the service did not answer: {exc}", err=True)
         raise typer.Exit(code=1) from exc
-    typer.echo(f"{queued} turns queued again, {skipped} skipped")
+    typer.echo(f"{counted(queued, 'turn', 'turns')} queued again, {skipped} skipped")
     raise typer.Exit(code=1 if skipped and not queued else 0)

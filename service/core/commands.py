@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from rapidfuzz.distance import OSA
+
 from service.core.records import Bank, Memory
 
 PREFIXES = ("/memory", "/memories")
@@ -79,6 +81,14 @@ def is_command(text: str) -> bool:
     """True when a user message is a `/memory` command (and nothing else)."""
     head = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
     return head in PREFIXES
+
+
+def is_command_or_typo(text: str) -> bool:
+    """True for a `/memory` command or a mistyped one (`/memroy list`): a first word one
+    edit or one swap of neighbours from a prefix (the filter's `command_typo_hint` rule;
+    `/memo` and `/member` are not)."""
+    head = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
+    return head.startswith("/") and any(OSA.distance(head, prefix) <= 1 for prefix in PREFIXES)
 
 
 def parse(text: str) -> Command:
@@ -252,15 +262,52 @@ def parse_reminder_id(token: str) -> int | None:
     return _reminder_codec.parse(token)
 
 
+#: Names and aliases a `bank:` prefix is compared with for typos (Bank.parse reads them).
+_BANK_WORDS = (
+    "personal",
+    "interaction_patterns",
+    "interaction",
+    "patterns",
+    "project",
+    "projects",
+    "chat",
+    "discussion",
+    "assistant",
+)
+#: Shorter words are never taken for a mistyped bank: `Cat:` or `That:` one edit from `chat`
+#: start ordinary facts.
+_MIN_TYPO_CHARS = 5
+
+
 def split_bank_prefix(args: str) -> tuple[Bank | None, str]:
-    """`personal: text` → (Personal, "text"); no known bank before a colon → (None, args)."""
+    """`personal: text` → (Personal, "text"); no bank before a colon → (None, args).
+
+    Raises:
+        ValueError: (unknown bank, with the valid names) when the one word before the colon
+            is a mistyped bank (`Projcet:`, `personnal:`): one edit or swap of neighbours from
+            a name or alias of up to eight letters, two from a longer one. Other words
+            (`Note: I like tea`, `Personally: …`) start an ordinary fact.
+    """
     head, sep, rest = args.partition(":")
     if sep and head.strip() and len(head) <= 30:
         try:
             return Bank.parse(head), rest.strip()
         except ValueError:
-            pass
+            if is_bank_typo(head):
+                raise
     return None, args
+
+
+def is_bank_typo(word: str) -> bool:
+    """True when `word` reads as a mistyped bank name (see `split_bank_prefix`)."""
+    key = word.strip().lower().replace("-", "_")
+    if len(key) < _MIN_TYPO_CHARS or not key.replace("_", "").isalpha():
+        return False
+    return any(
+        OSA.distance(key, name) <= (1 if len(name) <= 8 else 2)
+        for name in _BANK_WORDS
+        if len(name) >= _MIN_TYPO_CHARS - 1
+    )
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")
@@ -304,8 +351,8 @@ not used in these chats)
 - `/memory export` — all your memories as JSON (`/memory export markdown` to read them)
 - `/memory import` + pasted text — add facts, one a line, or a JSON export (asks for a code)
 - `/memory import confirm <code>` — write what the last import preview showed
-- `/memory import openwebui` — bring your memories from Open WebUI's own Memory feature
-  (those you forgot here are skipped; `/memory import openwebui forgotten` brings them too)
+- `/memory import openwebui` — your memories of Open WebUI's own Memory feature (asks for a
+  code; those you forgot here are skipped, `/memory import openwebui forgotten` brings them too)
 - `/memory pause` / `/memory resume` — stop or restart learning from your chats
 - `/memory reminders` — your reminders; cancel one with `/memory forget r-<id>`
 - `/memory help` — this list

@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from service.core.ranking import render_item
 from service.core.records import Memory, RankedMemory
@@ -113,6 +114,7 @@ def compose(
     relevant: Sequence[RankedMemory],
     budget_tokens: int,
     max_items: int,
+    today: date | None = None,
 ) -> Block:
     """Share `budget_tokens` between the profile, the relevant items and core memories.
 
@@ -131,6 +133,7 @@ def compose(
         budget_tokens: tokens the profile text and the rendered item lines may cost together
             (the block's fixed frame — tags, header, data note — is not counted).
         max_items: most items, core memories included.
+        today: the user's current date: a line's cost includes its mark of a past event.
 
     Returns:
         The parts; together they cost at most `budget_tokens`.
@@ -155,7 +158,7 @@ def compose(
         if repeats(item.memory):
             dropped += 1
             continue
-        cost = estimate_tokens(render_item(item))
+        cost = estimate_tokens(render_item(item, today=today))
         if spent + cost > budget:
             continue
         items.append(item)
@@ -171,7 +174,7 @@ def compose(
             if memory.id in taken or repeats(memory):
                 continue
             item = RankedMemory(memory=memory, similarity=0.0, score=0.0)
-            cost = estimate_tokens(render_item(item))
+            cost = estimate_tokens(render_item(item, today=today))
             if cost > room:
                 continue
             core_items.append(item)

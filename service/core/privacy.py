@@ -5,6 +5,8 @@ Storage applies the returned scopes inside every SQL statement that reads memori
 
 from __future__ import annotations
 
+import dataclasses
+
 from service.core import assistants
 from service.core.records import (
     Bank,
@@ -78,6 +80,20 @@ def read_scope(chat: ChatContext) -> ReadScope:
     if chat.kind is ChatKind.TEMPORARY and not chat.read_in_temporary:
         return ReadScope()
     return ReadScope(tuple(_cells(chat)))
+
+
+def hidden_own_cells(chat: ChatContext) -> ReadScope:
+    """The sender's cells that this chat hides but a private chat without an assistant would
+    read, for `/memory banks` to count ("4 memories — hidden here"): counts, never contents.
+
+    Empty in a collaborative chat: everyone there sees the answer, and how much a user keeps
+    in Personal is theirs to tell.
+    """
+    if chat.collaborative or not chat.user_id:
+        return ReadScope()
+    shown = set(read_scope(chat).scopes)
+    private = dataclasses.replace(chat, assistant_id=None, assistant_name=None)
+    return ReadScope(tuple(c for c in _cells(private) if c not in shown))
 
 
 def write_scope(chat: ChatContext) -> WriteScope:

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 import numpy as np
 
+from service.core import past_events
 from service.core.records import Candidate, Memory, RankedMemory
 from service.core.safety import inert, redact_secrets
 
@@ -237,10 +238,17 @@ def rank_candidates(
     return ranked
 
 
-def render_item(item: RankedMemory) -> str:
+def render_item(item: RankedMemory, *, today: date | None = None) -> str:
     """One injected line: `- [YYYY-MM-DD] content`, credentials redacted, on one line and
-    without anything that could close or open a tag (`safety.inert`)."""
-    return f"- [{item.memory.created_at:%Y-%m-%d}] {inert(redact_secrets(item.memory.content))}"
+    without anything that could close or open a tag (`safety.inert`). With the user's
+    `today`, an event whose date has passed says so (core/past_events.py)."""
+    memory = item.memory
+    mark = (
+        past_events.past_mark(memory.content, stated_on=memory.created_at.date(), today=today)
+        if today is not None
+        else ""
+    )
+    return f"- [{memory.created_at:%Y-%m-%d}] {inert(redact_secrets(memory.content))}{mark}"
 
 
 RECALL_HEADER = "I recall the following about you:"
@@ -251,7 +259,11 @@ DATA_NOTE = (
 
 
 def render_block(
-    *, profile: str | None, core: Sequence[RankedMemory], items: Sequence[RankedMemory]
+    *,
+    profile: str | None,
+    core: Sequence[RankedMemory],
+    items: Sequence[RankedMemory],
+    today: date | None = None,
 ) -> str:
     """The text appended to the system message (DESIGN §6.3); "" when there is nothing.
 
@@ -261,10 +273,14 @@ def render_block(
     """
     parts: list[str] = []
     if profile or core:
-        inner = inert(redact_secrets(profile)) if profile else "\n".join(map(render_item, core))
+        inner = (
+            inert(redact_secrets(profile))
+            if profile
+            else "\n".join(render_item(i, today=today) for i in core)
+        )
         parts.append(f"<userMemories>\n{inner}\n</userMemories>")
     if items:
-        lines = "\n".join(render_item(i) for i in items)
+        lines = "\n".join(render_item(i, today=today) for i in items)
         parts.append(f"{RECALL_HEADER}\n{lines}")
     if not parts:
         return ""

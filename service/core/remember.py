@@ -41,6 +41,7 @@ class Refusal(StrEnum):
     """Why a text is not kept at all."""
 
     EMPTY = "empty"
+    COMMAND = "command"  #: a /memory command, or the answer the commands pipe gave it
     INSTRUCTION = "instruction"
     SECRET = "secret"
     TOO_LONG = "too_long"
@@ -65,6 +66,22 @@ def guard(content: str, *, role: Role) -> str | Refusal:
     if len(kept) > limits.MAX_FACT_CHARS:
         return Refusal.TOO_LONG
     return kept
+
+
+def is_command_turn(*, role: Role, content: str, context: Sequence[tuple[str, str]]) -> bool:
+    """True when the clicked message is a `/memory` command (or a mistyped one), or the
+    answer to one: the user message it replies to is the last user message of `context`.
+    Such a text (the help, a list, an export) says nothing about the user; extraction could
+    store its examples as facts."""
+    if role is Role.USER:
+        return text.is_command_or_typo(content)
+    asked = next((said for who, said in reversed(context) if who == Role.USER.value), None)
+    return asked is not None and text.is_command_or_typo(asked)
+
+
+def refusal_line(reason: Refusal) -> str:
+    """The status line of a click refused before anything is read or written."""
+    return f"Not remembered: {_REFUSALS[reason]}"
 
 
 def default_bank(scope: WriteScope) -> Bank | None:
@@ -122,6 +139,10 @@ DISCARD_REASONS = {
 
 _REFUSALS = {
     Refusal.EMPTY: "this message has no text to remember",
+    Refusal.COMMAND: (
+        "this is a /memory command or its answer, not something said in the chat — to keep "
+        "a fact, type `/memory add <fact>`"
+    ),
     Refusal.INSTRUCTION: (
         "it reads as an instruction to the assistant, and memories hold facts, not orders"
     ),

@@ -163,7 +163,10 @@ def _writable_cell(chat: ChatContext, bank: Bank) -> Scope:
 
 
 async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
-    bank, content = text.split_bank_prefix(command.args)
+    try:
+        bank, content = text.split_bank_prefix(command.args)
+    except ValueError as exc:  # `Projcet: …`: saved to Personal without a word, before
+        return f"{text.escape_markdown(str(exc))}. Nothing was saved."
     if not content:
         return "What should I remember? Example: `/memory add I keep bees`"
     content = person.third_person(content)  # injected under "I recall…": "I" is the assistant
@@ -379,6 +382,7 @@ async def _forget_all_confirmed(
 async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
     writable = privacy.write_scope(chat)
     by_command = privacy.command_write_scope(chat)
+    hidden = privacy.hidden_own_cells(chat)
     lines = []
     async with rt.db.unit_of_work() as session:
         for bank in Bank:
@@ -386,7 +390,16 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
             if bank is Bank.ASSISTANT and not cells:
                 lines.append(await _other_assistants_line(session, chat))
                 continue
-            count = await memories.count_active(session, scope=cells) if cells else 0
+            # a hidden bank still names how much the sender keeps there (its true count),
+            # except where others see the answer
+            counted = cells or ReadScope(tuple(s for s in hidden.scopes if s.bank is bank))
+            count = (
+                await memories.count_active(session, scope=counted)
+                if counted
+                else None
+                if chat.collaborative
+                else 0
+            )
             read = "read" if cells else "hidden here"
             write = (
                 "write"
@@ -395,9 +408,12 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
                 if by_command.scope_for(bank)
                 else "no writing here"
             )
-            counts = text.counted(count, "memory", "memories")
             label = (_assistant_title(chat) if bank is Bank.ASSISTANT else None) or bank.label
-            lines.append(f"- **{label}**: {counts} — {read}, {write}")
+            if count is None:
+                lines.append(f"- **{label}**: {read}, {write}")
+            else:
+                counts = text.counted(count, "memory", "memories")
+                lines.append(f"- **{label}**: {counts} — {read}, {write}")
     return "**Memory banks** in this chat:\n\n" + "\n".join(lines) + _hidden_note(chat)
 
 

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
 from service.core import consolidation as policy
+from service.core.commands import counted
 from service.core.consolidation import (
     Cluster,
     ClusterStrategy,
@@ -263,7 +264,7 @@ async def consolidate(
         return result
     ready = [(c, d) for c, (d, _) in zip(plan.clusters, drafts, strict=True) if d is not None]
     skipped = [
-        f"cluster of {len(c.members)} memories ({c.bank.label}): {reason}"
+        f"cluster of {counted(len(c.members), 'memory', 'memories')} ({c.bank.label}): {reason}"
         for c, (d, reason) in zip(plan.clusters, drafts, strict=True)
         if d is None
     ]
@@ -344,7 +345,8 @@ async def _apply(
     for cluster, draft, vector in ready:
         if not all(unchanged(m) for m in cluster.members):
             skipped.append(
-                f"cluster of {len(cluster.members)} memories ({cluster.bank.label}): "
+                f"cluster of {counted(len(cluster.members), 'memory', 'memories')} "
+                f"({cluster.bank.label}): "
                 "a source changed since planning"
             )
             continue
@@ -364,7 +366,8 @@ async def _apply(
             owner_id=owner.id,
             actor=ACTOR,
             action="create",
-            reason=f"summary of {len(cluster.members)} memories stated {span} "
+            reason=f"summary of {counted(len(cluster.members), 'memory', 'memories')} "
+            f"stated {span} "
             f"({plan.trigger.value} run)",
             after={
                 **audit.snapshot(summary),

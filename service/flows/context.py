@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from service import observability
+from service.core import commands as text
 from service.core import injection, privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, Memory, RankedMemory, ReadScope
-from service.core.reminders import Reminder, owner_of
+from service.core.reminders import Reminder, owner_of, resolve_zone
 from service.flows import candidates, relevance
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminders_flow
@@ -144,15 +145,15 @@ async def recall(
 
     Args:
         chat: the turn's context; its read scope is applied inside the SQL (DESIGN §3).
-        message: text of the last user message.
+        message: text of the last user message; "" for a message without text (only an
+            image or a file): nothing to rank against, so the turn gets what every turn gets,
+            the core profile (or the core memories).
         budget_tokens: token budget of the injected items (None = the configured default).
         now: time of the turn (tz-aware); None = the server clock.
     """
     scope = privacy.read_scope(chat)
-    if not scope or not message.strip():
-        return ContextResult(
-            "", [], None, "no memory for this kind of chat" if not scope else "nothing to look up"
-        )
+    if not scope:
+        return ContextResult("", [], None, "no memory for this kind of chat")
     try:
         return await asyncio.wait_for(
             _build(
@@ -208,6 +209,8 @@ async def _build(
             params=params,
             apply_gate=True,
         )
+        if message.strip()
+        else _nothing_ranked()
     )
     known = asyncio.ensure_future(_profile_or_core(rt, chat=chat, scope=scope))
     try:
@@ -220,19 +223,33 @@ async def _build(
     relevant = [r for r in relevant if not safety.looks_like_instruction(r.memory.content)]
     core = [m for m in core if not safety.looks_like_instruction(m.content)]
     # one budget for the profile and the items, and no fact twice (core/injection.py)
+    # the user's date, in their zone: an event whose date passed is marked as past
+    today = now.astimezone(resolve_zone(chat.timezone)[0]).date()
     parts = injection.compose(
         profile=profile,
         core=core,
         relevant=relevant,
         budget_tokens=params.budget_tokens,
         max_items=params.max_items,
+        today=today,
     )
     used = [*parts.core, *parts.items]
     if used:
         _track_use_record(chat, _in_background(_record_use(rt, chat=chat, used=used)))
-    block = ranking.render_block(profile=parts.profile, core=parts.core, items=parts.items)
-    status = f"{len(used)} memories recalled" if used or parts.profile else "no relevant memories"
+    block = ranking.render_block(
+        profile=parts.profile, core=parts.core, items=parts.items, today=today
+    )
+    status = (
+        f"{text.counted(len(used), 'memory', 'memories')} recalled"
+        if used or parts.profile
+        else "no relevant memories"
+    )
     return ContextResult(block, used, parts.profile, status, core_count=len(parts.core))
+
+
+async def _nothing_ranked() -> list[RankedMemory]:
+    """A message without text ranks nothing (its core memories still go with it)."""
+    return []
 
 
 async def _profile_or_core(

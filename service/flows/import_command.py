@@ -96,7 +96,7 @@ async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None
             at=datetime.now(UTC),
         )
     try:
-        return await _preview(rt, chat, args, request_id=request_id, now=now)
+        return await _preview_text(rt, chat, args, request_id=request_id, now=now)
     finally:
         async with rt.db.unit_of_work() as session:
             await remember_store.finish(session, request_id=request_id)
@@ -114,23 +114,45 @@ DISCARDED = {
 """Why a preview keeps nothing (the reasons `storage/remember.py` marks a request with)."""
 
 
-async def _preview(
+async def _preview_text(
     rt: Runtime, chat: ChatContext, args: str, *, request_id: int, now: datetime | None
 ) -> str:
     at = now or datetime.now(UTC)
     items, exact = await _items(rt, chat, args, at=at)
     if not items:
         return "I found no facts to import in that text."
+    return await _preview(rt, chat, items, exact=exact, request_id=request_id)
+
+
+async def _preview(
+    rt: Runtime,
+    chat: ChatContext,
+    items: list[ImportItem],
+    *,
+    exact: bool,
+    source: str = "",
+    request_id: int | None = None,
+    forgotten: int = 0,
+) -> str:
+    """What `items` would add, kept until the code is typed; the answer shows the code.
+
+    `source` names where the items come from in the answer (" from Open WebUI");
+    `request_id`: the preview's row in `remember_requests` (a forget all or a deletion that
+    marked it meanwhile leaves nothing to confirm); `forgotten`: items skipped before because
+    the user forgot them here (counted in the answer).
+    """
     report = await imports.preview(rt, items=items, cell_for=_chat_cells(chat), exact=exact)
+    report = dataclasses.replace(report, forgotten=forgotten)
     skipped = _skipped(report)
     if not report.new:
-        return f"Nothing new to import{skipped}."
+        return f"Nothing new to import{source}{skipped}."
     pending = [_to_json(p, exact=exact) for p in report.new]
     code = _code(rt, chat.user_id, pending)
     async with rt.db.unit_of_work() as session:
-        discarded = await remember_store.lock(session, request_id=request_id)
-        if discarded is not None:
-            return f"Nothing is kept to import: {DISCARDED.get(discarded, discarded)}."
+        if request_id is not None:
+            discarded = await remember_store.lock(session, request_id=request_id)
+            if discarded is not None:
+                return f"Nothing is kept to import: {DISCARDED.get(discarded, discarded)}."
         await store.save_pending(
             session, user_id=chat.user_id, code=code, items=pending, at=datetime.now(UTC)
         )
@@ -143,9 +165,11 @@ async def _preview(
     if more:
         shown.append(f"- … and {more} more")
     return (
-        f"**I would add {len(report.new)} memories**{skipped}:\n\n"
+        f"**I would add {text.counted(len(report.new), 'memory', 'memories')}{source}**"
+        f"{skipped}:\n\n"
         + "\n".join(shown)
-        + f"\n\nNothing is written yet. To add them, type:\n\n`/memory import confirm {code}`"
+        + f"\n\nNothing is written yet. To add {'it' if len(report.new) == 1 else 'them'}, type:"
+        + f"\n\n`/memory import confirm {code}`"
     )
 
 
@@ -195,7 +219,10 @@ async def _items(
             return extracted, False
     items = []
     for line in split_facts(body):
-        bank, fact = text.split_bank_prefix(line)
+        try:
+            bank, fact = text.split_bank_prefix(line)
+        except ValueError as exc:
+            raise InvalidInput(f"{exc} (in “{line[:80]}”)") from exc
         if fact:
             items.append(_item(bank or default, fact, at=at, source=SourceKind.MANUAL, chat=chat))
     return items, False
@@ -310,22 +337,26 @@ async def _confirm(rt: Runtime, chat: ChatContext, code: str) -> str:
         )
     exact = bool(pending and pending[0].get("exact"))
     items = list(parse_export(pending).items)
+    from_openwebui = bool(items) and all(TAG_OPENWEBUI in i.tags for i in items)
     report = await imports.run(
         rt,
         items=items,
         cell_for=_chat_cells(chat),
         exact=exact,
         actor=f"user:{chat.user_id}",
-        reason="imported by the user with /memory import",
+        reason=OPENWEBUI_REASON if from_openwebui else "imported by the user with /memory import",
     )
     lines = "\n".join(text.memory_line(m) for m in report.added)
     if not report.added:
         return f"Nothing was added{_skipped(report)}."
-    return f"**Imported {len(report.added)} memories**{_skipped(report)}:\n\n{lines}"
+    added = text.counted(len(report.added), "memory", "memories")
+    return f"**Imported {added}**{_skipped(report)}:\n\n{lines}"
 
 
 OPENWEBUI_WORD = "openwebui"
 """`/memory import openwebui`: the filter answers it with the user's Open WebUI memories."""
+
+OPENWEBUI_REASON = "imported from Open WebUI's built-in memory"
 
 
 FORGOTTEN_WORD = "forgotten"
@@ -339,12 +370,14 @@ async def from_openwebui(
     *,
     include_forgotten: bool = False,
 ) -> str:
-    """Import the sender's memories of Open WebUI's built-in Memory feature, read by the
-    filter inside Open WebUI: (content, created_at, updated_at) each, into Personal (no LLM
-    needed), tagged `import:openwebui`, dated with their original times. Deduplicated like
-    extraction against what is stored, so a second run adds nothing. A text the user forgot
-    here is skipped (its keyed digest, `storage/forgotten_texts.py`) unless
-    `include_forgotten`; the answer says how many. Private chats only.
+    """Preview the import of the sender's memories of Open WebUI's built-in Memory feature,
+    read by the filter inside Open WebUI: (content, created_at, updated_at) each, into
+    Personal (no LLM needed), tagged `import:openwebui`, dated with their original times.
+    Like pasted text, nothing is written until `/memory import confirm <code>`; dedup against
+    what is stored runs for the preview and again at the write, so a second run adds
+    nothing. A text the user forgot here is skipped (its keyed digest,
+    `storage/forgotten_texts.py`) unless `include_forgotten`; the answer says how many.
+    Private chats only.
     """
     if chat.collaborative:
         return "That didn't work: import works in a private chat only."
@@ -352,18 +385,11 @@ async def from_openwebui(
         return (
             "Open WebUI holds no memories of yours to import (Settings → Personalization → Memory)."
         )
-    report = await import_openwebui(
-        rt,
-        cell_for=_chat_cells(chat),
-        memories=memories,
-        actor=f"user:{chat.user_id}",
-        skip_forgotten_of=None if include_forgotten else chat.user_id,
-    )
-    if not report.added:
-        return f"Nothing new to import from Open WebUI{_skipped(report)}."
-    lines = "\n".join(text.memory_line(m) for m in report.added)
-    return (
-        f"**Imported {len(report.added)} memories from Open WebUI**{_skipped(report)}:\n\n{lines}"
+    items, forgotten = openwebui_items(memories), 0
+    if not include_forgotten:
+        items, forgotten = await _without_forgotten(rt, items, user_id=chat.user_id)
+    return await _preview(
+        rt, chat, items, exact=False, source=" from Open WebUI", forgotten=forgotten
     )
 
 
@@ -377,12 +403,30 @@ async def import_openwebui(
 ) -> imports.ImportReport:
     """Write Open WebUI memories ((content, created_at, updated_at) each) as Personal
     memories tagged `import:openwebui` with their own dates; fuzzy dedup (see imports.py).
+    The admin's CLI path (`python -m service openwebui import-memories`): no preview.
 
     Args:
         skip_forgotten_of: a user id: texts that user forgot here (the same text as it would
             be stored, by keyed digest) are skipped and counted in `forgotten`.
     """
-    items = [
+    items, forgotten = openwebui_items(memories), 0
+    if skip_forgotten_of is not None and items:
+        items, forgotten = await _without_forgotten(rt, items, user_id=skip_forgotten_of)
+    report = await imports.run(
+        rt,
+        items=items,
+        cell_for=cell_for,
+        exact=False,
+        actor=actor,
+        reason=OPENWEBUI_REASON,
+    )
+    return dataclasses.replace(report, forgotten=forgotten)
+
+
+def openwebui_items(memories: list[tuple[str, datetime, datetime]]) -> list[ImportItem]:
+    """Open WebUI memories as Personal import items tagged `import:openwebui`, each with its
+    own dates (content cut at 2,000 characters)."""
+    return [
         ImportItem(
             bank=Bank.PERSONAL,
             content=content[:2_000],
@@ -396,18 +440,6 @@ async def import_openwebui(
         )
         for content, created, updated in memories
     ]
-    forgotten = 0
-    if skip_forgotten_of is not None and items:
-        items, forgotten = await _without_forgotten(rt, items, user_id=skip_forgotten_of)
-    report = await imports.run(
-        rt,
-        items=items,
-        cell_for=cell_for,
-        exact=False,
-        actor=actor,
-        reason="imported from Open WebUI's built-in memory",
-    )
-    return dataclasses.replace(report, forgotten=forgotten)
 
 
 async def _without_forgotten(

@@ -103,6 +103,10 @@ async def remember(
     """
     if chat.kind in _NO_MEMORY_KINDS or not chat.user_id:
         return RememberResult(Outcome.NOT_ALLOWED, policy.NO_CHAT)
+    if policy.is_command_turn(role=role, content=content, context=context):
+        # the Remember button shows under /memory answers too (Open WebUI 0.12.4 lists an
+        # action under every reply of a model): nothing of a command goes to extraction
+        return RememberResult(Outcome.REFUSED, policy.refusal_line(Refusal.COMMAND))
     scope = privacy.remember_write_scope(chat, author_id=author_id)
     if not scope:
         return RememberResult(Outcome.NOT_ALLOWED, policy.NO_BANK)

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from cachetools import TTLCache
 
 from service.flows import counters
+from service.core.commands import counted
 from service.flows.runtime import Runtime
 from service.observability import ScrapeState
 from service.storage import admin, turns, vectors
@@ -25,17 +26,17 @@ async def service_status(rt: Runtime) -> dict[str, Any]:
     if not rt.llm.configured:
         line = (
             f"extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); "
-            f"{queued} turns waiting"
+            f"{counted(queued, 'turn', 'turns')} waiting"
         )
     elif queued and (failure := await counters.last_llm_failure(rt)) is not None:
         # the workers may be other processes: their latest failure comes from the database
         line = f"{failure.sentence} at {failure.at:%Y-%m-%d %H:%M:%S} UTC; {queued} turns waiting"
     elif queued:
-        line = f"extracting: {queued} turns waiting"
+        line = f"extracting: {counted(queued, 'turn', 'turns')} waiting"
     else:
         line = "up to date"
     if counts["failed"]:
-        line += f"; {counts['failed']} turns failed"
+        line += f"; {counted(counts['failed'], 'turn', 'turns')} failed"
     return {
         "llm_configured": rt.llm.configured,
         "turns_queued": queued,
@@ -96,7 +97,7 @@ def admin_notice(*, llm_configured: bool, failed: int) -> str | None:
         )
     if failed:
         parts.append(
-            f"{failed} turn{'' if failed == 1 else 's'} failed extraction "
+            f"{counted(failed, 'turn', 'turns')} failed extraction "
             "(`python -m service turns list`, then `turns retry-failed`)"
         )
     return "Memory (admins only): " + "; ".join(parts) if parts else None

@@ -51,7 +51,8 @@ def reinstall_after(stack: Stack) -> Iterator[None]:
 def test_the_install_command_printed_by_a_service_on_its_own_port_works(stack: Stack):
     port = urlsplit(stack.service_url).port
     fill = {
-        "http://127.0.0.1:8080": stack.base_url,  # this suite's Open WebUI is not on 8080
+        # a placeholder, with Open WebUI's default port as its example (issue 30 item 8)
+        "<your Open WebUI URL, e.g. http://127.0.0.1:8080>": stack.base_url,
         "<admin e-mail>": stack.admin.email,
         "<admin password>": stack.admin.password,
     }

@@ -127,6 +127,21 @@ def test_commands_are_hidden_from_the_model_on_the_next_turn(stack: Stack):
     assert [m["role"] for m in seen[0]["messages"]] == ["system", "user"]
 
 
+def test_a_mistyped_bank_prefix_is_answered_unknown_bank_and_nothing_is_saved(stack: Stack):
+    # issue 30 item 9c: `Projcet:` was saved to Personal without a word
+    b = stack.users["b"]
+    stack.forget_memories(b.id)
+    bob = stack.client("b")
+
+    turn = bob.send(bob.new_thread(), "/memory add Projcet: deadline is Friday")
+
+    assert turn.reply == (
+        "unknown bank 'Projcet'; use personal, interaction\\_patterns, project, chat or "
+        "assistant. Nothing was saved."
+    )
+    assert stack.service.get(f"/v1/users/{b.id}/memories/export").json() == []
+
+
 def test_the_pipe_model_called_directly_refuses(stack: Stack):
     mark = stack.model_log.mark()
 

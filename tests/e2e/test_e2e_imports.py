@@ -3,6 +3,8 @@ real Open WebUI 0.12.4 (the filter reads them in-process)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from service.core import person
@@ -27,9 +29,17 @@ def test_a_users_open_webui_memories_are_imported_once_with_their_dates(stack: S
     ]
     thread = bob.new_thread()
 
-    first = bob.send(thread, "/memory import openwebui")
+    preview = bob.send(thread, "/memory import openwebui")
 
-    assert first.reply.startswith("**Imported 2 memories from Open WebUI**:\n\n- `")
+    # shown first and written only with the code, like pasted text (issue 30 item 7)
+    assert preview.reply.startswith("**I would add 2 memories from Open WebUI**:\n\n- "), (
+        preview.reply
+    )
+    assert _personal(stack, b.id) == []
+    code = re.search(r"`/memory import confirm ([0-9a-f]{6})`", preview.reply)
+    assert code is not None, preview.reply
+    first = bob.send(thread, f"/memory import confirm {code.group(1)}")
+    assert first.reply.startswith("**Imported 2 memories**:\n\n- `"), first.reply
     imported = sorted(_personal(stack, b.id), key=lambda m: str(m["content"]))
     # stored in the third person, as `/memory add` stores a first-person text (core/person.py)
     by_content = {person.third_person(str(m["content"])): m for m in created}

@@ -143,3 +143,31 @@ def test_the_remember_button_clicked_in_the_browser_shows_what_it_stored(
     assert [(m["content"], m["source_chat_id"], m["source_message_id"]) for m in export] == [
         (FACT, report["chat_id"], reply["id"])
     ]
+
+
+def test_a_click_under_a_memory_help_answer_stores_nothing_and_says_why(
+    stack: Stack, remembering_llm: None
+) -> None:
+    # issue 30 item 6: 0.12.4 shows the button under a /memory answer too (the answer is
+    # stored as the chat model's reply); the click stores nothing and says so
+    b = stack.users["b"]
+    stack.forget_memories(b.id)
+    bob = stack.client("b")
+    thread = bob.new_thread("help")
+    mark = stack.model_log.mark()
+    helped = bob.send(thread, "/memory help")
+    reply_id = thread.parent_id
+    assert reply_id is not None and helped.reply.startswith("**Memory commands**")
+
+    clicked = _click(bob, thread, reply_id)
+
+    refused = (
+        "Not remembered: this is a /memory command or its answer, not something said in the "
+        "chat — to keep a fact, type `/memory add <fact>`"
+    )
+    assert clicked["status_line"] == refused
+    assert wait_until(
+        lambda: _status_lines(bob, thread, reply_id)[-1:] or None, what="the click's line"
+    ) == [refused]
+    assert stack.service.get(f"/v1/users/{b.id}/memories/export").json() == []
+    assert list(stack.model_log.iter_chat(mark)) == []  # no model, no extraction prompt

@@ -97,6 +97,28 @@ def test_title_tag_and_follow_up_requests_carry_no_memory_command_or_answer(stac
 
 
 @pytest.mark.usefixtures("background_tasks_on", "alice_has_a_secret")
+def test_a_mistyped_command_and_its_hint_reach_no_model_not_even_a_task(stack: Stack):
+    # issue 30 item 2: the hint says "Nothing was sent to the model"; so it must be
+    alice = stack.client("a")
+    thread = alice.new_thread()
+    mark = stack.model_log.mark()
+
+    typo = alice.send(thread, "/memroy list", extra={"background_tasks": BACKGROUND_TASKS})
+    asked = alice.send(thread, QUESTION, extra={"background_tasks": BACKGROUND_TASKS})
+    tasks = _wait_for_tasks(stack, mark, 2 * TASKS_PER_SAVED_TURN)
+
+    assert len(tasks) == 2 * TASKS_PER_SAVED_TURN
+    assert typo.reply.startswith("Did you mean `/memory list`?")
+    assert typo.reply.endswith("Nothing was sent to the model.")
+    assert asked.reply == DEFAULT_REPLY
+    everything = [all_text(r) for r in stack.model_log.iter_chat(mark)]
+    assert len(everything) == 1 + 2 * TASKS_PER_SAVED_TURN  # the question, and the tasks
+    assert [("/memroy" in t, "Nothing was sent" in t) for t in everything] == [
+        (False, False)
+    ] * len(everything)
+
+
+@pytest.mark.usefixtures("background_tasks_on", "alice_has_a_secret")
 def test_follow_ups_of_a_temporary_chat_carry_no_memory_block(stack: Stack):
     # A temporary chat has no stored history: Open WebUI hands the follow-up task the very
     # messages the model received, with the memory block the filter added to them.

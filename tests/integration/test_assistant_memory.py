@@ -281,7 +281,11 @@ def test_banks_and_list_name_the_assistant(seeded: LiveService) -> None:
     banks = seeded.client.post("/v1/commands", json={"chat": coder, "command": "/memory banks"})
     lines = banks.json()["text"].splitlines()
     assert "- **Assistant Memory of Coding Helper**: 1 memory — read, write" in lines
-    assert "- **Personal**: 0 memories — hidden here, no writing here" in lines
+    # hidden, but with the true count of what the sender keeps there (issue 30 item 4)
+    assert "- **Personal**: 1 memory — hidden here, no writing here" in lines
+    assert "- **Interaction Patterns**: 1 memory — hidden here, no writing here" in lines
+    assert "- **Project Memory**: 1 memory — hidden here, no writing here" in lines
+    assert "- **Chat Memory**: 1 memory — hidden here, no writing here" in lines
     listing = seeded.client.post(
         "/v1/commands", json={"chat": coder, "command": "/memory list"}
     ).json()["text"]
@@ -297,6 +301,12 @@ def test_banks_and_list_name_the_assistant(seeded: LiveService) -> None:
         "/v1/commands", json={"chat": _chat("ordinary, shared"), "command": "/memory banks"}
     ).json()["text"]
     assert "- **Assistant Memory**: hidden here" in shared.splitlines()
+    # others see a shared chat's answer: no count of the sender's Personal memories there
+    assert "- **Personal**: hidden here, no writing here" in shared.splitlines()
+    coder_shared = seeded.client.post(
+        "/v1/commands", json={"chat": _chat("coder, shared"), "command": "/memory banks"}
+    ).json()["text"]
+    assert "- **Personal**: hidden here, no writing here" in coder_shared.splitlines()
 
 
 def test_add_in_an_assistant_chat_writes_only_its_memory(seeded: LiveService) -> None:

@@ -324,3 +324,29 @@ async def test_paused_learning_shows_a_notice_on_the_next_turn(harness, pipe, li
     assert [e["data"]["description"] for e in out.events] == [
         "Memory is paused: nothing new is learned from this chat (/memory resume)"
     ]
+
+
+async def test_a_mistyped_bank_prefix_is_answered_unknown_bank_and_nothing_is_saved(
+    harness, pipe, live
+) -> None:  # type: ignore[no-untyped-def]
+    # issue 30 item 9c: `Projcet:` was saved to Personal without a word
+    dana = Session(harness, pipe, "dana")
+    answers = [
+        (await dana.type(f"/memory add {text}"))[0]
+        for text in ("Projcet: deadline is Friday", "personnal: I keep bees")
+    ]
+    listed = (await dana.type("/memory list personnal"))[0]
+
+    assert answers == [
+        "unknown bank 'Projcet'; use personal, interaction\\_patterns, project, chat or "
+        "assistant. Nothing was saved.",
+        "unknown bank 'personnal'; use personal, interaction\\_patterns, project, chat or "
+        "assistant. Nothing was saved.",
+    ]
+    assert listed == answers[1].removesuffix(" Nothing was saved.")
+    assert live.client.get("/v1/users/dana/memories").json()["total"] == 0
+    # an ordinary word before a colon still starts a fact, and a real bank still picks one
+    note = (await dana.type("/memory add Note: I like tea"))[0]
+    personal = (await dana.type("/memory add personal: I keep bees"))[0]
+    assert note.startswith("Remembered in Personal:") and note.endswith("Note: the user likes tea")
+    assert personal.startswith("Remembered in Personal:") and personal.endswith("User keeps bees")

@@ -115,7 +115,7 @@ async def test_truncated_or_missing_json_is_retried_once_then_fails_without_part
         sent = list(stub.requests)
     assert (status["turns_failed"], status["turns_done"], len(sent)) == (1, 0, 2)
     assert sent[1]["messages"][-1]["content"].startswith("Your previous answer was not a valid")
-    assert status["status"] == "up to date; 1 turns failed"
+    assert status["status"] == "up to date; 1 turn failed"
     assert _active(live) == []
     row = await (await db_conn.execute("SELECT status, payload ? 'texts' FROM turns")).fetchall()
     assert row == [("failed", True)], "a failed turn keeps its text so it can be retried"
@@ -248,7 +248,7 @@ def test_without_an_llm_turns_wait_and_the_status_says_why(service: LiveService)
     status = service.client.get("/v1/status").json()
     assert status["turns_queued"] == 1
     assert status["status"] == (
-        "extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); 1 turns waiting"
+        "extraction paused: no LLM configured (set LLM_BASE_URL and LLM_MODEL); 1 turn waiting"
     )
 
 

@@ -100,6 +100,26 @@ async def test_image_parts_are_ignored_and_never_stored(
         assert row == (0,), table
 
 
+async def test_a_message_that_is_only_an_image_still_gets_the_core_memories(
+    harness: FilterHarness, live: LiveService
+) -> None:
+    # issue 30 item 9a: a turn without text got no memories at all
+    for fact in ("User is vegetarian", "User has a beagle named Pepper"):
+        assert live.client.post(
+            "/v1/users/picture-sender/memories", json={"content": fact}
+        ).is_success
+    image = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    only_an_image = [{"type": "image_url", "image_url": {"url": image}}]
+
+    seen = await _say(harness, _chat(harness, "picture-sender"), only_an_image)
+
+    assert "<userMemories>" in seen
+    assert "User is vegetarian" in seen and "User has a beagle named Pepper" in seen
+    assert "iVBOR" not in seen
+    other = await _say(harness, _chat(harness, "someone-else"), only_an_image)
+    assert other == ""  # another user's turn gets none of them
+
+
 async def test_one_users_memories_never_reach_another_user(
     harness: FilterHarness, live: LiveService
 ) -> None:

@@ -148,10 +148,13 @@ async def test_a_pasted_export_is_restored_with_its_dates(service: LiveService, 
         '"created_at": "2025-02-03T10:00:00+00:00", "updated_at": "2025-03-01T10:00:00+00:00"}]'
     )
     preview, _ = await carol.type(pasted)
-    assert preview.startswith(
-        "**I would add 1 memories**:\n\n- Personal · 2025-02-03 · User rows on Sundays"
+    # one memory is "1 memory", and "it" (issue 30 item 3)
+    assert preview == (
+        "**I would add 1 memory**:\n\n- Personal · 2025-02-03 · User rows on Sundays\n\n"
+        f"Nothing is written yet. To add it, type:\n\n`/memory import confirm {_code(preview)}`"
     )
-    await carol.type(f"/memory import confirm {_code(preview)}")
+    done, _ = await carol.type(f"/memory import confirm {_code(preview)}")
+    assert done.startswith("**Imported 1 memory**:\n\n- `")
     [memory] = service.client.get("/v1/users/carol/memories/export").json()
     assert (memory["tags"], memory["confidence"], memory["source"], memory["updated_at"]) == (
         ["hobby"],
@@ -245,20 +248,28 @@ def _fake_openwebui_memories(harness: FilterHarness, rows: list[dict[str, Any]])
     return asked
 
 
-async def test_openwebui_memories_are_imported_once_dated_and_tagged(
+async def test_openwebui_memories_are_shown_first_and_imported_once_with_the_code(
     service: LiveService, pipe: Any
 ) -> None:
+    # like pasted text and JSON, nothing is written before the confirmation code (issue 30
+    # item 7); then once, dated and tagged
     harness = _harness(service)
     asked = _fake_openwebui_memories(harness, OWUI_ROWS)
     gina = Session(harness, pipe, "gina")
     await gina.type("/memory add I keep 2 beehives")
-    first, body = await gina.type("/memory import openwebui")
+    preview, body = await gina.type("/memory import openwebui")
     assert body["model"] == "memory_commands"
     assert asked == ["gina"]
-    assert first.startswith(
-        "**Imported 1 memories from Open WebUI** (1 already known; 1 refused (instructions or "
-        "secrets)):\n\n- `"
+    code = _code(preview)
+    assert preview == (
+        "**I would add 1 memory from Open WebUI** (1 already known; 1 refused (instructions "
+        "or secrets)):\n\n- Personal · 2024-03-09 · User's favourite tea is genmaicha\n\n"
+        f"Nothing is written yet. To add it, type:\n\n`/memory import confirm {code}`"
     )
+    assert service.client.get("/v1/users/gina/memories").json()["total"] == 1
+
+    first, _ = await gina.type(f"/memory import confirm {code}")
+    assert first.startswith("**Imported 1 memory**:\n\n- `")
     assert first.endswith("` Personal · 2024-03-09 · User's favourite tea is genmaicha")
     stored = service.client.get("/v1/users/gina/memories/export").json()
     imported = [m for m in stored if "import:openwebui" in m["tags"]]
@@ -270,6 +281,8 @@ async def test_openwebui_memories_are_imported_once_dated_and_tagged(
             "2024-03-09T16:00:00+00:00",
         )
     ]
+    again, _ = await gina.type(f"/memory import confirm {code}")
+    assert again.startswith("That code confirms no import"), "a code confirms once"
     second, _ = await gina.type("/memory import openwebui")
     assert second == (
         "Nothing new to import from Open WebUI (2 already known; 1 refused (instructions or "

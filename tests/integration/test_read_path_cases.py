@@ -59,3 +59,35 @@ async def test_german_memory_is_stored_intact_and_found_in_both_languages(
         "/v1/commands", json={"chat": CHAT, "command": "/memory search Käsespätzle"}
     )
     assert "Käsespätzle" in found.json()["text"]
+
+
+def test_a_past_appointment_is_injected_marked_as_past(service: LiveService) -> None:
+    # issue 30 item 9b: "dentist on 2026-03-11" was injected on 2026-03-20 as if ahead
+    def stated(content: str, on: str) -> dict[str, object]:
+        return {"bank": "personal", "content": content, "created_at": f"{on}T09:00:00+00:00"}
+
+    exported = [
+        stated("User has a dentist appointment on 2026-03-11", "2026-03-02"),
+        stated("User has a dentist check-up on 2026-04-02", "2026-03-02"),
+        stated("User was born on 1990-05-04", "2026-03-02"),
+    ]
+    assert service.client.post("/v1/users/mara/memories/import", json=exported).is_success
+    chat = {**CHAT, "user_id": "mara", "timezone": "Europe/Berlin"}
+
+    block = service.client.post(
+        "/v1/context",
+        json={
+            "chat": chat,
+            "message": "Do I have a dentist appointment coming up? When was I born?",
+            "now": "2026-03-20T08:00:00Z",
+        },
+    ).json()["block"]
+
+    assert (
+        "User has a dentist appointment on 2026-03-11 (past: 2026-03-11 is before today, "
+        "2026-03-20)"
+    ) in block
+    # still ahead, and a date that was never ahead (a birth date): no mark
+    assert "User has a dentist check-up on 2026-04-02\n" in block + "\n"
+    assert "User was born on 1990-05-04" in block
+    assert block.count("(past:") == 1

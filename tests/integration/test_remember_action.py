@@ -229,6 +229,24 @@ async def test_a_wrong_key_and_an_unreachable_service_say_different_things(
     assert await _rows(db_conn) == []
 
 
+async def test_a_service_url_ending_in_v1_tells_the_admin_the_url_is_wrong(
+    service: LiveService, db_conn: psycopg.AsyncConnection
+) -> None:
+    # issue 30 item 1: a path in service_url is named, not taken for another version
+    action = _action(service)
+    action.valves = action.Valves(service_url=service.base_url + "/v1", api_key=service.api_key)
+
+    line = await _click(action, _body("I keep bees"), ADMIN)
+
+    assert line == (
+        "Not remembered: memory is not set up correctly — please tell your admin · for the "
+        f"admin: {service.base_url}/v1 has no /v1/memories/remember (HTTP 404): the "
+        f"service_url valve should not end in /v1; set it to {service.base_url} (the "
+        "service's address and port)"
+    )
+    assert await _rows(db_conn) == []
+
+
 def test_the_route_answers_bad_input_with_422_and_the_field(service: LiveService) -> None:
     chat = {"user_id": "u1", "chat_id": "c1", "kind": "saved"}
     cases = [
@@ -417,3 +435,86 @@ async def test_with_an_llm_every_fact_clicked_in_an_assistants_chat_goes_to_its_
         ('["u1","coder"]', "assistant", "User moved to Lyon in May", "active"),
         ('["u1","coder"]', "assistant", "User prefers trains to planes", "active"),
     ]
+
+
+# --- a /memory answer is nothing to remember (issue 30 item 6) --------------------------------
+
+
+def _after_command(command: str, answer: str) -> dict[str, Any]:
+    """A click on the reply the commands pipe gave to `command` (stored as the model's)."""
+    return {
+        "model": "stub-model",
+        "messages": [
+            {"id": "m1", "role": "user", "content": command},
+            {"id": "m2", "role": "assistant", "content": answer, "timestamp": 1_764_000_000},
+        ],
+        "chat_id": "c1",
+        "session_id": "sid-1",
+        "id": "m2",
+    }
+
+
+async def test_a_click_under_a_memory_answer_or_on_a_command_stores_nothing_and_asks_no_llm(
+    service_factory: Any, llm: LLMStub, db_conn: psycopg.AsyncConnection
+) -> None:
+    from service.core.commands import HELP_TEXT
+
+    live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model")
+    action = _action(live)
+    typo_hint = "Did you mean `/memory list`? … Nothing was sent to the model."
+    clicks = {
+        "help": _after_command("/memory help", HELP_TEXT),
+        "list": _after_command("/memory list", "**Memories** (1):\n\n- `k7m2qa` … I keep bees"),
+        "typo": _after_command("/memroy list", typo_hint),
+        "the command itself": _body("/memory add I keep bees"),
+    }
+    lines = {name: await _click(action, body) for name, body in clicks.items()}
+
+    refused = (
+        "Not remembered: this is a /memory command or its answer, not something said in the "
+        "chat — to keep a fact, type `/memory add <fact>`"
+    )
+    assert lines == dict.fromkeys(clicks, refused)
+    assert await _rows(db_conn) == []
+    assert llm.requests == []
+
+
+def test_the_service_refuses_a_memory_answer_even_from_another_client(
+    service: LiveService,
+) -> None:
+    # defence in depth: an action of an older release posts the help text all the same
+    from service.core.commands import HELP_TEXT
+
+    chat = {"user_id": "u1", "chat_id": "c1", "kind": "saved"}
+    answers = [
+        service.client.post(
+            "/v1/memories/remember",
+            json={
+                "chat": chat,
+                "message_id": "m2",
+                "role": "assistant",
+                "content": HELP_TEXT,
+                "context": [{"role": "user", "content": "/memory help"}],
+            },
+        ),
+        service.client.post(
+            "/v1/memories/remember",
+            json={"chat": chat, "message_id": "m1", "role": "user", "content": "/memories list"},
+        ),
+    ]
+
+    assert [(a.status_code, a.json()["status"], a.json()["memories"]) for a in answers] == [
+        (200, "refused", [])
+    ] * 2
+    assert service.client.get("/v1/users/u1/memories").json()["total"] == 0
+
+
+async def test_a_reply_after_an_ordinary_message_is_still_remembered(
+    service: LiveService, db_conn: psycopg.AsyncConnection
+) -> None:
+    # the look-alike: `/memo` is no memory command, its reply is an ordinary one
+    body = _after_command("/memo write a memo about bees", "You keep bees in your garden.")
+    line = await _click(_action(service), body)
+
+    assert line.startswith("Remembered: You keep bees in your garden. (#")
+    assert await _rows(db_conn) == [("u1", "personal", "You keep bees in your garden.", "active")]

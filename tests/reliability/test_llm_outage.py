@@ -82,7 +82,7 @@ def test_an_llm_outage_is_retried_with_backoff_then_the_turn_is_parked_and_liste
     assert answer.json()["status"] == "queued"
     status = _wait_failed(live, 1)
     assert (status["turns_failed"], status["turns_queued"], status["turns_done"]) == (1, 0, 0)
-    assert status["status"] == "up to date; 1 turns failed"
+    assert status["status"] == "up to date; 1 turn failed"
     assert len(outage.calls) == ATTEMPTS
     waits = [b - a for a, b in zip(outage.calls, outage.calls[1:], strict=False)]
     assert all(w >= 1.5 for w in waits) and waits[-1] > waits[0], waits  # backoff grows

@@ -22,8 +22,7 @@ BLOCK = "<userMemories>Alice likes tea.</userMemories>"
 ALICE = {"id": "u-123", "name": "Alice", "role": "user"}
 UNAVAILABLE = "Memory unavailable — answering without it"
 MISCONFIGURED = (
-    "Memory is switched off: it is not set up correctly (please tell your admin) — "
-    "answering without it"
+    "Memory is not set up correctly, so I am answering without it — please tell your admin"
 )
 
 
@@ -591,3 +590,30 @@ async def test_metadata_is_read_from_the_body_when_not_passed():
 
     assert stub.requests[0].body["chat"]["chat_id"] == CHAT_ID
     assert stub.requests[0].body["chat"]["folder_id"] == "f-2"
+
+
+async def test_a_404_of_a_service_of_the_same_version_is_a_wrong_address_not_a_version():
+    # issue 30 item 1: only a service of another version is "incompatible"
+    module = load_filter()
+    seen = {}
+    for version in (module.FILTER_VERSION, "0.0.9"):
+        with MemoryServiceStub(
+            lambda request, version=version: StubReply(
+                status=404, json={"detail": "no such path"}, service_version=version
+            )
+        ) as stub:
+            emitter = EventRecorder()
+            user = {**ALICE, "id": "u-admin", "role": "admin"}
+            await _inlet(_filter(module, stub.url), _body(), emitter=emitter, user=user)
+            seen[version] = (stub.url, emitter.events[0]["data"]["description"])
+
+    url, same = seen[module.FILTER_VERSION]
+    assert same == (
+        f"Memory misconfigured — the memory service {module.FILTER_VERSION} at {url} has no "
+        "/v1/context (HTTP 404): check the service_url valve"
+    )
+    url, older = seen["0.0.9"]
+    assert older.startswith(
+        f"Memory misconfigured — the memory service 0.0.9 at {url} does not understand this "
+        f"filter {module.FILTER_VERSION} (HTTP 404): incompatible versions"
+    )

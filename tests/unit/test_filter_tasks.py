@@ -167,3 +167,29 @@ async def test_a_task_request_that_reaches_the_inlet_loses_its_commands_and_gets
         "Thanks, and lunch ideas?",
         "Try a salad.",
     ]
+
+
+def test_a_mistyped_command_and_its_hint_are_left_out_of_task_prompts_too(
+    open_webui_tasks: types.ModuleType,
+):
+    # issue 30 item 2: the hint says "Nothing was sent to the model"; the follow-up, title and
+    # tag tasks of that turn must not send it either
+    module = load_filter()
+    module.Filter()
+    hint = module.command_typo_hint("/memroy list")
+    assert hint is not None and hint.endswith("Nothing was sent to the model.")
+    messages = [
+        {"role": "user", "content": "Plan my week"},
+        {"role": "assistant", "content": "Sure, here is a plan."},
+        {"role": "user", "content": "/memroy list"},
+        {"role": "assistant", "content": hint},
+    ]
+
+    prompt = open_webui_tasks.title_generation_template(TEMPLATE, messages)
+
+    assert prompt == (
+        "### Task: title\nLast: Plan my week\n<chat_history>\n"
+        "USER: Plan my week\n"
+        "ASSISTANT: Sure, here is a plan.\n"
+        "</chat_history>"
+    )

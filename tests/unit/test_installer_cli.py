@@ -31,10 +31,14 @@ def test_a_wildcard_bind_address_is_reached_on_loopback(host: str, url: str) -> 
 def test_the_start_banner_prints_the_install_command_with_the_service_url() -> None:
     banner = main.FILTER_HELP.format(url="http://127.0.0.1:28765", key="k-1")
     command = " ".join(banner.replace("\\\n", " ").split())
+    # Open WebUI's address is a placeholder to fill in, its default port only an example
+    # (issue 30 item 8)
     assert (
-        ".venv/bin/python -m service openwebui install --url http://127.0.0.1:8080 "
+        ".venv/bin/python -m service openwebui install "
+        "--url <your Open WebUI URL, e.g. http://127.0.0.1:8080> "
         "--service-url http://127.0.0.1:28765 --email <admin e-mail> --password <admin password>"
     ) in command
+    assert "--url http://" not in command
     assert "--token" not in command
 
 
