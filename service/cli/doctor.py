@@ -32,6 +32,7 @@ import httpx
 import typer
 
 from service.config import Settings
+from service.core.commands import counted
 from service.errors import MemoryServiceError
 
 __all__ = ["AdminLogin", "Verdict", "doctor", "run_checks"]
@@ -520,8 +521,9 @@ def _status_verdicts(status: dict[str, Any]) -> list[Verdict]:
         "service database",
         f"{status.get('database')}"
         + (f" (pooler: {pooler})" if pooler and pooler != "none" else "")
-        + f"; {status.get('memories_active')} memories, {status.get('turns_queued')} turns "
-        f"waiting, {status.get('turns_failed')} failed",
+        + f"; {counted(int(status.get('memories_active') or 0), 'memory', 'memories')}, "
+        f"{counted(int(status.get('turns_queued') or 0), 'turn', 'turns')} waiting, "
+        f"{status.get('turns_failed')} failed",
     )
     return [llm, database]
 

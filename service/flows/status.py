@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 
 from cachetools import TTLCache
 
-from service.flows import counters
 from service.core.commands import counted
+from service.flows import counters
 from service.flows.runtime import Runtime
 from service.observability import ScrapeState
 from service.storage import admin, turns, vectors
@@ -30,7 +30,10 @@ async def service_status(rt: Runtime) -> dict[str, Any]:
         )
     elif queued and (failure := await counters.last_llm_failure(rt)) is not None:
         # the workers may be other processes: their latest failure comes from the database
-        line = f"{failure.sentence} at {failure.at:%Y-%m-%d %H:%M:%S} UTC; {queued} turns waiting"
+        line = (
+            f"{failure.sentence} at {failure.at:%Y-%m-%d %H:%M:%S} UTC; "
+            f"{counted(queued, 'turn', 'turns')} waiting"
+        )
     elif queued:
         line = f"extracting: {counted(queued, 'turn', 'turns')} waiting"
     else:
