@@ -36,13 +36,14 @@ def build_encoder(settings: Settings) -> Encoder:
 
 def build_llm(settings: Settings) -> LLMClient:
     """The OpenAI-compatible client of the settings (LLM_BASE_URL, LLM_MODEL, LLM_API_KEY,
-    LLM_TIMEOUT_S, LLM_JSON_MODE). Close it with `aclose()`."""
+    LLM_TIMEOUT_S, LLM_JSON_MODE, LLM_STRUCTURED_OUTPUT). Close it with `aclose()`."""
     return LLMClient(
         base_url=settings.llm_base_url,
         model=settings.llm_model,
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
         timeout_s=settings.llm_timeout_s,
         json_mode=settings.llm_json_mode,
+        structured_output=settings.llm_structured_output,
     )
 
 

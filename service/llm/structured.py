@@ -1,0 +1,97 @@
+"""Structured-output modes of OpenAI-compatible endpoints, and which one an endpoint takes.
+
+Endpoints differ in how they constrain an answer to JSON:
+
+- `json_schema`: `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`
+  (OpenAI, vLLM, Ollama, llama.cpp's own server);
+- `schema_object`: `{"type": "json_object", "schema": {...}}` (llama-cpp-python's server:
+  grammar-constrained decoding, the answer matches the schema);
+- `json_object`: `{"type": "json_object"}` (any valid JSON object);
+- `off`: no `response_format` (the prompt alone asks for JSON; the parser copes).
+
+In `auto`, a client starts at the strongest mode and steps down, for good, when the endpoint
+answers 400 or 422 with an error that names the format (a server that does not know a mode
+says so; one that ignores it answers normally and stays there). A fixed mode never steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["json_schema", "schema_object", "json_object", "off"]
+MODES: tuple[Mode, ...] = ("json_schema", "schema_object", "json_object", "off")
+"""Strongest first: the order `auto` tries them in."""
+SETTINGS = ("auto", *MODES)
+"""Values of LLM_STRUCTURED_OUTPUT."""
+
+_FORMAT_WORDS = ("response_format", "json_schema", "schema", "grammar", "json_object", "format")
+"""Words of an error body that blame the format (OpenAI: "Invalid parameter:
+'response_format'…", llama-cpp-python: a 422 pydantic error on `response_format.type`,
+vLLM: "…guided decoding…json_schema…")."""
+
+
+def response_format(mode: Mode, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The `response_format` body field of `mode` (None: send none).
+
+    Raises:
+        ValueError: a schema mode without a schema.
+    """
+    if mode == "off":
+        return None
+    if mode == "json_object":
+        return {"type": "json_object"}
+    if schema is None:
+        raise ValueError(f"mode {mode} needs a schema")
+    if mode == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": schema, "strict": False},
+        }
+    return {"type": "json_object", "schema": schema}
+
+
+class FormatLadder:
+    """The structured-output mode one endpoint gets, lowered as it rejects modes."""
+
+    def __init__(self, setting: str = "auto") -> None:
+        """Args:
+        setting: one of `SETTINGS`.
+
+        Raises:
+            ValueError: another value.
+        """
+        if setting not in SETTINGS:
+            raise ValueError(f"structured output must be one of {', '.join(SETTINGS)}")
+        self.auto = setting == "auto"
+        self.current: Mode = "json_schema" if setting == "auto" else setting  # type: ignore[assignment]
+
+    def mode_for(self, *, json_answer: bool, schema: dict[str, Any] | None) -> Mode:
+        """The mode of the next request: `off` for a text answer, at most `json_object`
+        without a schema."""
+        if not json_answer:
+            return "off"
+        if schema is None and MODES.index(self.current) < MODES.index("json_object"):
+            return "json_object"
+        return self.current
+
+    def step_down(self, mode: Mode, status: int, body: str) -> bool:
+        """After an answer to a request sent in `mode`: True when the endpoint rejected the
+        format and the ladder moved below `mode` (send again); False otherwise."""
+        if not self.auto or mode == "off" or status not in (400, 422):
+            return False
+        lowered = body.lower()
+        if not any(word in lowered for word in _FORMAT_WORDS):
+            return False
+        following = MODES[MODES.index(mode) + 1]
+        if MODES.index(following) > MODES.index(self.current):
+            log.warning(
+                "the LLM endpoint rejected response_format %s (%s); using %s from now on",
+                mode,
+                body[:120].replace("\n", " "),
+                following,
+            )
+            self.current = following
+        return True
