@@ -122,17 +122,17 @@ class Settings(BaseSettings):
         alias="LLM_JSON_MODE",
         description="Send response_format=json_object (turn off for backends that reject it).",
     )
-    llm_structured_output: Literal[
-        "auto", "json_schema", "schema_object", "json_object", "off"
-    ] = Field(
-        default="auto",
-        alias="LLM_STRUCTURED_OUTPUT",
-        description=(
-            "How JSON answers are constrained: json_schema (OpenAI, vLLM, Ollama, llama.cpp), "
-            "schema_object (llama-cpp-python's json_object + schema), json_object, off; auto "
-            "tries them in that order and keeps the first the endpoint accepts. "
-            "LLM_JSON_MODE=false means off."
-        ),
+    llm_structured_output: Literal["auto", "json_schema", "schema_object", "json_object", "off"] = (
+        Field(
+            default="auto",
+            alias="LLM_STRUCTURED_OUTPUT",
+            description=(
+                "How JSON answers are constrained: json_schema (OpenAI, vLLM, Ollama, llama.cpp), "
+                "schema_object (llama-cpp-python's json_object + schema), json_object, off; auto "
+                "tries them in that order and keeps the first the endpoint accepts. "
+                "LLM_JSON_MODE=false means off."
+            ),
+        )
     )
 
     # --- embeddings --------------------------------------------------------------------
@@ -288,7 +288,7 @@ class Settings(BaseSettings):
         description=(
             "Drop an extracted fact the user's own messages do not back: invented by the "
             "model, or taken from the assistant's reply (docs/performance.md, \"Extraction "
-            "with sloppy models\")."
+            'with sloppy models").'
         ),
     )
     extraction_max_attempts: int = Field(
