@@ -39,12 +39,28 @@ _OP_ALIASES = {
     "ADD": OpKind.NEW,
     "CREATE": OpKind.NEW,
     "INSERT": OpKind.NEW,
+    "STORE": OpKind.NEW,
+    "SAVE": OpKind.NEW,
+    "REMEMBER": OpKind.NEW,
+    "APPEND": OpKind.NEW,
     "EDIT": OpKind.UPDATE,
     "REPLACE": OpKind.UPDATE,
+    "MODIFY": OpKind.UPDATE,
+    "CHANGE": OpKind.UPDATE,
+    "CORRECT": OpKind.UPDATE,
+    "UPSERT": OpKind.UPDATE,
+    "SET": OpKind.UPDATE,
     "REMOVE": OpKind.DELETE,
+    "FORGET": OpKind.DELETE,
+    "RETIRE": OpKind.DELETE,
+    "ARCHIVE": OpKind.DELETE,
     "NOOP": OpKind.NONE,
     "SKIP": OpKind.NONE,
+    "KEEP": OpKind.NONE,
+    "IGNORE": OpKind.NONE,
+    "NOTHING": OpKind.NONE,
 }
+"""Op names small models use instead of ours (seen: lower case, "add", "modify")."""
 
 
 @dataclass(frozen=True, slots=True)

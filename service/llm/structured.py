@@ -11,7 +11,9 @@ Endpoints differ in how they constrain an answer to JSON:
 
 In `auto`, a client starts at the strongest mode and steps down, for good, when the endpoint
 answers 400 or 422 with an error that names the format (a server that does not know a mode
-says so; one that ignores it answers normally and stays there). A fixed mode never steps.
+says so; one that ignores it answers normally and stays there). Each rejected mode is
+remembered on its own, so an endpoint that takes schemas but not plain `json_object` keeps
+getting schemas. A fixed mode never steps.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def response_format(mode: Mode, schema: dict[str, Any] | None) -> dict[str, Any]
 
 
 class FormatLadder:
-    """The structured-output mode one endpoint gets, lowered as it rejects modes."""
+    """The structured-output modes one endpoint takes, learnt from the ones it rejects."""
 
     def __init__(self, setting: str = "auto") -> None:
         """Args:
@@ -66,32 +68,34 @@ class FormatLadder:
         if setting not in SETTINGS:
             raise ValueError(f"structured output must be one of {', '.join(SETTINGS)}")
         self.auto = setting == "auto"
-        self.current: Mode = "json_schema" if setting == "auto" else setting  # type: ignore[assignment]
+        self._fixed: Mode | None = None if self.auto else setting  # type: ignore[assignment]
+        self.rejected: set[Mode] = set()
 
     def mode_for(self, *, json_answer: bool, schema: dict[str, Any] | None) -> Mode:
-        """The mode of the next request: `off` for a text answer, at most `json_object`
-        without a schema."""
+        """The mode of the next request: `off` for a text answer; else the strongest mode
+        not rejected yet that the request can use (the schema modes need a schema)."""
         if not json_answer:
             return "off"
-        if schema is None and MODES.index(self.current) < MODES.index("json_object"):
-            return "json_object"
-        return self.current
+        if self._fixed is not None:
+            if schema is None and self._fixed in ("json_schema", "schema_object"):
+                return "json_object"
+            return self._fixed
+        usable = MODES if schema is not None else MODES[MODES.index("json_object") :]
+        return next(m for m in usable if m == "off" or m not in self.rejected)
 
     def step_down(self, mode: Mode, status: int, body: str) -> bool:
         """After an answer to a request sent in `mode`: True when the endpoint rejected the
-        format and the ladder moved below `mode` (send again); False otherwise."""
+        format, which is then never sent again (send the request again); False otherwise."""
         if not self.auto or mode == "off" or status not in (400, 422):
             return False
         lowered = body.lower()
         if not any(word in lowered for word in _FORMAT_WORDS):
             return False
-        following = MODES[MODES.index(mode) + 1]
-        if MODES.index(following) > MODES.index(self.current):
+        if mode not in self.rejected:
             log.warning(
-                "the LLM endpoint rejected response_format %s (%s); using %s from now on",
+                "the LLM endpoint rejected response_format %s (%s); not asking for it again",
                 mode,
                 body[:120].replace("\n", " "),
-                following,
             )
-            self.current = following
+            self.rejected.add(mode)
         return True
