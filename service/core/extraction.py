@@ -362,6 +362,10 @@ def _looks_like_operation(data: dict[str, Any]) -> bool:
     return any(k in data for k in ("op", "operation")) and any(k in data for k in _CONTENT_KEYS)
 
 
+_FIRST_PERSON_START = re.compile(
+    r"^\W*(?:i|i['\u2019](?:m|ve|ll|d)|my|me|we|we['\u2019](?:re|ve|ll|d)|our|us)\b",
+    re.IGNORECASE,
+)
 _CONTENT_KEYS = ("content", "text", "memory", "fact", "value", "statement")
 _WORD_RUN = re.compile(r"[A-Za-z]+")
 
@@ -431,7 +435,9 @@ def _parse_one(
     if op in (OpKind.NEW, OpKind.UPDATE) and not content:
         answer.dropped.append(Drop("no_content", f"{op.value} without text"))
         return None
-    if op in (OpKind.NEW, OpKind.UPDATE):
+    if op in (OpKind.NEW, OpKind.UPDATE) and _FIRST_PERSON_START.match(content):
+        # the message copied as the fact ("I have a dog"); a fact that starts in the third
+        # person and quotes the user ("User said: my …") stays as written
         rewritten = person.third_person(content)
         if rewritten != content:
             answer.recovered.append("first_person")

@@ -187,6 +187,10 @@ def _same_subject(a: str, b: str) -> bool:
     return len(shorter) >= 2 and longer[: len(shorter)] == shorter
 
 
+_QUOTED = re.compile(r"^\s*user said\b", re.IGNORECASE)
+"""The form `core.person` gives a first-person text it cannot rewrite: `User said: "…"`."""
+
+
 def _polarity(text: str) -> int:
     negated = dedup.has_negation(text)
     if _NEGATIVE.search(text):
@@ -310,6 +314,8 @@ def relation(
         new, old, cosine, text_threshold=text_threshold, cosine_threshold=cosine_threshold
     ):
         return Relation.SAME
+    if _QUOTED.match(new) or _QUOTED.match(old):
+        return Relation.SEPARATE  # a quote has no attribute to change: only dedup merges it
     if not _same_subject(new, old) or _ADDITION.search(new):
         return Relation.SEPARATE
     if _dated_event(new, old):
@@ -324,7 +330,11 @@ def relation(
             _attributes(new) & _attributes(old) or _swapped_value(new, old)
         ):
             return Relation.CONTRADICTS
-    smaller = min(len(_content_stems(new)), len(_content_stems(old))) or 1
+    # the subject's words are shared by construction: only the predicate's count
+    who = {_stem(w) for w in subject(new) + subject(old)}
+    predicate_new, predicate_old = _content_stems(new) - who, _content_stems(old) - who
+    smaller = min(len(predicate_new), len(predicate_old)) or 1
+    shared = predicate_new & predicate_old
     if (
         cosine >= paraphrase_cosine
         and (not dedup.disagree(new, old) or _both_negative(new, old))
@@ -364,6 +374,7 @@ def supported(
     *,
     user_cosine: float,
     assistant_cosine: float,
+    user_name: str | None = None,
     support_cosine: float = SUPPORT_COSINE,
 ) -> Support:
     """Do the batch's user messages back `fact`?
@@ -379,6 +390,8 @@ def supported(
         user_texts, assistant_texts: the batch's user messages and the replies to them.
         user_cosine, assistant_cosine: the fact's best cosine to a user message and to an
             assistant reply (0 when there is none).
+        user_name: the sender's display name; a fact may name the user without the user
+            having written their own name ("Melanie has two kids" from "my kids").
     """
     user_words = set().union(*(_loose_words(t) for t in user_texts)) if user_texts else set()
     assistant_words = (
@@ -391,13 +404,14 @@ def supported(
         and not re.fullmatch(r"\d{4}(?:-\d\d){0,2}|\d\d?", w)
         and w not in _USER
     }
-    missing = names - user_words
+    own = _loose_words(user_name) if user_name else set()
+    missing = names - user_words - own
     if missing:
         if missing & assistant_words:
             return Support(False, "from_assistant")
         if names and len(missing) == len(names):
             return Support(False, "unsupported")
-    stems = _content_stems(fact)
+    stems = _content_stems(fact) - own
     if stems:
         found = len(stems & user_words) / len(stems)
         if found >= SUPPORT_WORDS:

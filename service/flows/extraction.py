@@ -355,6 +355,8 @@ class _Asked:
     replies: list[str] = dataclasses.field(default_factory=list)  #: the assistant's replies
     text_vectors: list[np.ndarray] = dataclasses.field(default_factory=list)  #: of `texts`
     reply_vectors: list[np.ndarray] = dataclasses.field(default_factory=list)  #: of `replies`
+    earlier: list[str] = dataclasses.field(default_factory=list)  #: the user's earlier lines
+    user_name: str | None = None  #: the sender's display name
 
 
 async def _ask(
@@ -411,6 +413,9 @@ async def _ask(
         replies,
         [np.asarray(v) for v in vectors],
         [np.asarray(v) for v in reply_vectors],
+        # a name the batch refers back to ("she moved") was written by the user before
+        [text for role, text in batch[0].history if role == "user"],
+        chat.user_name,
     )
 
 
@@ -807,10 +812,11 @@ def _backed(content: str, vector: np.ndarray, asked: _Asked) -> bool:
     reply_cosine = max((float(np.dot(vector, v)) for v in asked.reply_vectors), default=0.0)
     support = reconcile.supported(
         content,
-        asked.texts,
+        [*asked.texts, *asked.earlier],
         asked.replies,
         user_cosine=user_cosine,
         assistant_cosine=reply_cosine,
+        user_name=asked.user_name,
     )
     if not support.backed:
         log.info("extraction proposed a fact the user's messages do not back (%s)", support.reason)
