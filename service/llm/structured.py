@@ -10,7 +10,8 @@ Endpoints differ in how they constrain an answer to JSON:
 - `off`: no `response_format` (the prompt alone asks for JSON; the parser copes).
 
 In `auto`, a client starts at the strongest mode and steps down, for good, when the endpoint
-answers 400 or 422 with an error that names the format (a server that does not know a mode
+answers 400 or 422 with an error that names the format (or 500 naming `response_format`:
+llama-cpp-python's server answers its validation error so) (a server that does not know a mode
 says so; one that ignores it answers normally and stays there). Each rejected mode is
 remembered on its own, so an endpoint that takes schemas but not plain `json_object` keeps
 getting schemas. A fixed mode never steps.
@@ -86,10 +87,15 @@ class FormatLadder:
     def step_down(self, mode: Mode, status: int, body: str) -> bool:
         """After an answer to a request sent in `mode`: True when the endpoint rejected the
         format, which is then never sent again (send the request again); False otherwise."""
-        if not self.auto or mode == "off" or status not in (400, 422):
+        if not self.auto or mode == "off":
             return False
         lowered = body.lower()
-        if not any(word in lowered for word in _FORMAT_WORDS):
+        if status in (400, 422):
+            if not any(word in lowered for word in _FORMAT_WORDS):
+                return False
+        elif status != 500 or "response_format" not in lowered:
+            # llama-cpp-python 0.3.36 answers its validation error on response_format.type
+            # with a 500 (seen 2026-12-04); any other 500 is the server's own failure
             return False
         if mode not in self.rejected:
             log.warning(
