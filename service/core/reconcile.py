@@ -99,6 +99,7 @@ _SINGLE_VALUED: dict[str, re.Pattern[str]] = {
     name: re.compile(pattern, re.IGNORECASE)
     for name, pattern in {
         "employer": r"\b(?:works? (?:at|for)|employed (?:at|by)|joined|job at|employer|"
+        r"(?:starts?|started|starting) (?:work |a job |a new job )?(?:at|with)|hired (?:at|by)|"
         r"arbeitet (?:bei|für)|travaille (?:chez|pour)|trabaja (?:en|para))\b",
         "profession": r"\b(?:works? as|is an? (?:\w+ )?(?:engineer|nurse|teacher|doctor|"
         r"developer|designer|lawyer|student|manager|driver|chef|writer)|profession|"

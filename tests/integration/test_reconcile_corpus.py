@@ -101,3 +101,36 @@ def test_reconciliation_figures_on_the_report_half(encoder: Encoder) -> None:
     }
     # what costs most: a look-alike superseding or merging into another fact
     assert extra == {"wrong_supersede": 0, "wrong_merge": 0, "updates_kept": 33, "updates": 33}
+
+
+def test_what_qwen_answered_against_the_local_server_is_reconciled(encoder: Encoder) -> None:
+    """Qwen2.5-Coder-1.5B through llama-cpp-python (schema_object mode, 2026-12-04) answered
+    a NEW where an UPDATE of the shown "User works at Falcon Logistics" belonged; the write
+    path still replaces the old employer, and both of its facts are backed by the messages."""
+    messages = [
+        "I finally adopted a dog last weekend, a rescue greyhound called Biscuit.",
+        "Also I start at Heron Freight on Monday as a dispatcher. My sister Oona hates dogs "
+        "though, so visits will be fun.",
+    ]
+    answered = [
+        "User adopted a dog Biscuit last weekend",
+        "User starts at Heron Freight on Monday as a dispatcher",
+    ]
+    vectors = np.asarray(encoder.encode_sync([*answered, "User works at Falcon Logistics"]))
+    assert (
+        reconcile.relation(
+            answered[1], "User works at Falcon Logistics", float(vectors[1] @ vectors[2])
+        )
+        is Relation.CONTRADICTS
+    )
+    message_vectors = np.asarray(encoder.encode_sync(messages))
+    for fact, vector in zip(answered, vectors, strict=False):
+        support = reconcile.supported(
+            fact,
+            messages,
+            [],
+            user_cosine=float(max(message_vectors @ vector)),
+            assistant_cosine=0.0,
+            user_name="Noor",
+        )
+        assert support.backed, fact
