@@ -17,6 +17,8 @@ for; these are what Qwen2.5-Coder-1.5B and SmolLM2-135M answered to the same pro
 - `invented_keys`: SmolLM2's `{"operations": []}` plus keys of its own.
 
 `sloppy_by_message` answers like `extraction_replies.by_message`, then wraps the JSON.
+`RECORDED` holds answers the local Qwen2.5-1.5B server gave to this prompt, verbatim, and
+`replaying` answers with one of them.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from testkit.extraction_replies import new_user_messages
 
 __all__ = [
     "CLASSES",
+    "RECORDED",
     "in_fence",
     "invented_keys",
     "message_ref_update",
     "placeholder_op",
     "ref_of",
+    "replaying",
     "sloppy_by_message",
     "synonym_op",
     "truncated",
@@ -166,5 +170,108 @@ def sloppy_by_message(
                     operations += [op if "message" in op else {"message": ref, **op} for op in ops]
                     break
         return wrap(json.dumps({"operations": operations}, ensure_ascii=False))
+
+    return respond
+
+
+RECORDED: dict[str, dict[str, Any]] = {
+    # Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama-cpp-python 0.3.36, schema_object mode, the
+    # prompt of service/core/extraction.py, 2026-12-04 (209 s): NEW where an UPDATE of the
+    # employer belonged, the sister's fact missed
+    "new_job_as_new": {
+        "shown": ["User works at Falcon Logistics"],
+        "messages": [
+            (
+                "I finally adopted a dog last weekend, a rescue greyhound called Biscuit.",
+                "Congratulations! Greyhounds are gentle.",
+            ),
+            (
+                "Also I start at Heron Freight on Monday as a dispatcher. My sister Oona hates "
+                "dogs though, so visits will be fun.",
+                "Good luck with the new job!",
+            ),
+        ],
+        "answer": {
+            "operations": [
+                {
+                    "op": "NEW",
+                    "ref": None,
+                    "message": "u1",
+                    "content": "User adopted a dog Biscuit last weekend",
+                    "tags": ["possession"],
+                    "bank": "personal",
+                    "confidence": 0.95,
+                    "source": "stated",
+                },
+                {
+                    "op": "NEW",
+                    "ref": None,
+                    "message": "u2",
+                    "content": "User starts at Heron Freight on Monday as a dispatcher",
+                    "tags": ["identity", "goal"],
+                    "bank": "personal",
+                    "confidence": 0.95,
+                    "source": "stated",
+                },
+            ]
+        },
+    },
+    # the same model and mode (138 s): a one-off request as a habit, an unchanged UPDATE of
+    # an unrelated memory, the jazz change missed
+    "unrelated_update": {
+        "shown": ["User loves jazz", "User works at Heron Freight"],
+        "messages": [
+            (
+                "What should I cook tonight? Something quick.",
+                "How about a mushroom risotto or a Thai green curry?",
+            ),
+            (
+                "Honestly I can't stand jazz anymore, my neighbour plays it all day.",
+                "That sounds frustrating.",
+            ),
+        ],
+        "answer": {
+            "operations": [
+                {
+                    "op": "NEW",
+                    "ref": None,
+                    "message": "u1",
+                    "content": "User cooks quickly",
+                    "tags": ["goal"],
+                    "bank": "interaction_patterns",
+                    "confidence": 0.9,
+                    "source": "stated",
+                },
+                {
+                    "op": "UPDATE",
+                    "ref": "@User works at Heron Freight",
+                    "message": "u2",
+                    "content": "User works at Heron Freight",
+                    "tags": ["identity"],
+                    "bank": "personal",
+                    "confidence": 0.85,
+                    "source": "stated",
+                },
+            ]
+        },
+    },
+}
+"""Answers the local Qwen2.5-1.5B server gave to the product's extraction prompt, verbatim;
+a `ref` "@<text>" stands for the ref under which the replay shows that memory."""
+
+
+def replaying(name: str) -> Callable[[dict[str, Any]], str]:
+    """Answer every extraction request with the recorded answer `name`, its "@<text>" refs
+    resolved against the memories the request shows (`ref_of`)."""
+    recorded = RECORDED[name]["answer"]
+
+    def respond(request: dict[str, Any]) -> str:
+        ops = [
+            {**op, "ref": ref_of(request, op["ref"][1:])}
+            if isinstance(op.get("ref"), str) and op["ref"].startswith("@")
+            else op
+            for op in recorded["operations"]
+        ]
+        return json.dumps({"operations": ops}, ensure_ascii=False)
 
     return respond

@@ -178,3 +178,61 @@ def test_a_sloppy_conversation_leaves_correct_memories(
         "recovered:update_off_target": 1,
         "recovered:salvaged_truncated": 1,
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "active", "superseded", "dropped"),
+    [
+        (
+            "new_job_as_new",
+            [
+                "User adopted a dog Biscuit last weekend",
+                "User starts at Heron Freight on Monday as a dispatcher",
+            ],
+            ["User works at Falcon Logistics"],
+            {},
+        ),
+        (
+            # the unchanged UPDATE names an employer the messages never mention: unsupported;
+            # "User cooks quickly" is weak but the user's; the missed jazz change stays missed
+            "unrelated_update",
+            ["User cooks quickly", "User loves jazz", "User works at Heron Freight"],
+            [],
+            {"dropped:unsupported": 1},
+        ),
+    ],
+)
+def test_answers_recorded_from_the_local_qwen_server_are_written_right(
+    service_factory,  # type: ignore[no-untyped-def]
+    llm: LLMStub,
+    name: str,
+    active: list[str],
+    superseded: list[str],
+    dropped: dict[str, float],
+) -> None:
+    live = service_factory(
+        LLM_BASE_URL=llm.base_url,
+        LLM_MODEL="stub-model",
+        MEMORY_EXTRACTION_SUPPORT_CHECK="true",
+        MEMORY_BATCH_MESSAGES="2",  # the recorded answers answered a batch of two
+        MEMORY_BATCH_QUIET_S="3600",
+    )
+    recorded = sloppy.RECORDED[name]
+    for content in recorded["shown"]:
+        created = live.client.post("/v1/users/u1/memories", json={"content": content})
+        assert created.status_code == 201, created.text
+    llm.responder = sloppy.replaying(name)
+    before = _counted()
+    for i, (message, reply) in enumerate(recorded["messages"]):
+        turn = {
+            "chat": CHAT,
+            "user_message_id": f"r{i}",
+            "user_message": message,
+            "assistant_message": reply,
+        }
+        assert live.client.post("/v1/turns", json=turn).status_code == 202
+    live.wait_for_extraction()
+    assert len(llm.requests) == 1  # one batch, as the real server was asked
+    assert _active(live) == sorted(active)
+    assert sorted(m["content"] for m in _rows(live) if m["status"] == "superseded") == superseded
+    assert {k: v for k, v in _delta(before).items() if k.startswith("dropped:")} == dropped
