@@ -125,7 +125,8 @@ possessions, and facts about their projects. Follow these rules:
   said (use a lower confidence then).
 - message: the ref of the new message the fact comes from; later messages win over
   earlier ones when they disagree.
-Answer with ONE JSON object {"operations": [...]} and nothing else.
+Answer with ONE JSON object and nothing else: its "operations" list holds one object per
+fact, with the keys of the examples below (an empty list when there is nothing to keep).
 
 Example 1. EXISTING MEMORIES: [m1] (personal; 2025-03-02) User works as a bus driver in Tampere
 NEW USER MESSAGES: [u1] <new_user_message>Big news: I quit the buses and drive trams now. My
@@ -238,8 +239,9 @@ def build_messages(
 
 
 REPAIR_PROMPT = (
-    "Your previous answer was not a valid JSON object of the form "
-    '{"operations": [...]}. Answer again with only that JSON object.'
+    "Your previous answer was not a valid JSON object "
+    'with an "operations" list of operation objects, as in the examples. Answer again with '
+    "only that JSON object."
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from service.core.extraction import (
+    REPAIR_PROMPT,
     SYSTEM_PROMPT,
     OpKind,
     ParsedAnswer,
@@ -51,8 +52,8 @@ def _parse(ops: list[dict[str, Any]], banks: tuple[Bank, ...] = BANKS) -> Parsed
 
 
 def test_the_prompt_has_no_placeholder_a_model_could_copy() -> None:
-    assert "NEW|UPDATE" not in SYSTEM_PROMPT and '"..."' not in SYSTEM_PROMPT
-    assert "|" not in SYSTEM_PROMPT
+    for prompt in (SYSTEM_PROMPT, REPAIR_PROMPT):
+        assert "NEW|UPDATE" not in prompt and "..." not in prompt and "|" not in prompt
 
 
 def test_qwens_verbatim_answer_becomes_a_third_person_new_fact_of_its_message() -> None:
