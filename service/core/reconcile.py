@@ -50,7 +50,7 @@ __all__ = [
 CONTRADICTION_COSINE = 0.45
 """Cosine from which two facts of the same subject with a single-valued attribute, a value
 swapped in the same frame, or opposite polarity contradict (tuned on the corpus)."""
-PARAPHRASE_COSINE = 0.80
+PARAPHRASE_COSINE = 0.85
 """Cosine from which two facts of the same subject that do not disagree and share most
 content words are one fact (tuned on the corpus; `dedup.same_fact` decides first)."""
 PARAPHRASE_OVERLAP = 0.5
@@ -98,11 +98,13 @@ _NEGATIVE = re.compile(
 _SINGLE_VALUED: dict[str, re.Pattern[str]] = {
     name: re.compile(pattern, re.IGNORECASE)
     for name, pattern in {
-        "employer": r"\b(?:works? (?:at|for)|employed (?:at|by)|joined|job at|employer|"
+        "employer": r"\b(?:works? (?:at|for)|employed (?:at|by)|job at|employer|"
         r"(?:starts?|started|starting) (?:work |a job |a new job )?(?:at|with)|hired (?:at|by)|"
         r"arbeitet (?:bei|für)|travaille (?:chez|pour)|trabaja (?:en|para))\b",
         "profession": r"\b(?:works? as|is an? (?:\w+ )?(?:engineer|nurse|teacher|doctor|"
-        r"developer|designer|lawyer|student|manager|driver|chef|writer)|profession|"
+        r"developer|designer|lawyer|student|manager|driver|chef|writer|analyst|scientist|"
+        r"accountant|architect|pilot|electrician|plumber|researcher|consultant|dispatcher|"
+        r"barista|mechanic|pharmacist|therapist|counsell?or|journalist|farmer)|profession|"
         r"arbeitet als|travaille comme|trabaja como)\b",
         "home": r"\b(?:lives? in|moved to|based in|resides? in|home is in|wohnt in|"
         r"zog nach|habite à|vit à|vive en|se mudó a)\b",
@@ -226,8 +228,20 @@ def _swapped_value(new: str, old: str) -> bool:
     frame = a[:prefix]
     if len(frame) <= len(subject(new)):
         return False  # only the subject is shared: another predicate
+    predicate = [w for w in frame[len(subject(new)) :] if w not in _COPULAS]
+    if not predicate:
+        # only the subject and "is" are shared: another predicate ("is a nurse" / "is
+        # interested in pottery"), unless the values are names, numbers or dates
+        named = dedup.distinguishing_words(new) ^ dedup.distinguishing_words(old)
+        if not (set(middle_a) & named and set(middle_b) & named):
+            return False
     # "has a dog" / "has a cat", "adopted a cat" / "adopted a dog": values that add up
     return not any(w in _MULTI_VALUED or _PAST.fullmatch(w) for w in frame)
+
+
+_COPULAS = frozenset(
+    "is are was were be being been ist sind war est sont était es son está".split()
+)
 
 
 _COMPARATIVE = re.compile(r"\b(?:over|than|rather|instead|statt|plutôt|que)\b", re.IGNORECASE)
@@ -252,6 +266,15 @@ def _other_value(new: str, old: str) -> bool:
     while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
         prefix += 1
     return prefix > len(subject(new))
+
+
+def _predicate_overlap(new: str, old: str) -> float:
+    """Share of the shorter fact's predicate stems the other holds (the subject's words are
+    shared by construction and left out)."""
+    who = {_stem(w) for w in subject(new) + subject(old)}
+    predicate_new, predicate_old = _content_stems(new) - who, _content_stems(old) - who
+    smaller = min(len(predicate_new), len(predicate_old))
+    return len(predicate_new & predicate_old) / smaller if smaller else 0.0
 
 
 def _other_value_of(new: str, old: str, cosine: float) -> bool:
@@ -321,27 +344,23 @@ def relation(
         return Relation.SEPARATE
     if _dated_event(new, old):
         return Relation.SEPARATE
-    shared = _content_stems(new) & _content_stems(old)
     if cosine >= contradiction_cosine:
         pa, pb = _polarity(new), _polarity(old)
         if pa * pb < 0 or (pa != pb and dedup.has_negation(new) != dedup.has_negation(old)):
-            if shared:
+            # the same thing liked and disliked, done and not done: most of the predicate
+            # shared ("eats meat" / "does not eat meat"), not one word of two stories
+            if _predicate_overlap(new, old) >= PARAPHRASE_OVERLAP:
                 return Relation.CONTRADICTS
         if _other_value_of(new, old, cosine) and (
             _attributes(new) & _attributes(old) or _swapped_value(new, old)
         ):
             return Relation.CONTRADICTS
-    # the subject's words are shared by construction: only the predicate's count
-    who = {_stem(w) for w in subject(new) + subject(old)}
-    predicate_new, predicate_old = _content_stems(new) - who, _content_stems(old) - who
-    smaller = min(len(predicate_new), len(predicate_old)) or 1
-    shared = predicate_new & predicate_old
     if (
         cosine >= paraphrase_cosine
         and (not dedup.disagree(new, old) or _both_negative(new, old))
         and _attributes(new) == _attributes(old)
         and not _other_value(new, old)
-        and len(shared) / smaller >= PARAPHRASE_OVERLAP
+        and _predicate_overlap(new, old) >= PARAPHRASE_OVERLAP
     ):
         return Relation.SAME
     return Relation.SEPARATE
