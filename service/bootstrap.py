@@ -37,7 +37,7 @@ def build_encoder(settings: Settings) -> Encoder:
 
 def build_llm(settings: Settings) -> LLMClient:
     """The OpenAI-compatible client of the settings (LLM_BASE_URL, LLM_MODEL, LLM_API_KEY,
-    LLM_TIMEOUT_S, LLM_JSON_MODE). Close it with `aclose()`."""
+    LLM_TIMEOUT_S, LLM_JSON_MODE, LLM_STRUCTURED_OUTPUT). Close it with `aclose()`."""
     return LLMClient(
         base_url=settings.llm_base_url,
         model=settings.llm_model,
@@ -45,6 +45,7 @@ def build_llm(settings: Settings) -> LLMClient:
         timeout_s=settings.llm_timeout_s,
         json_mode=settings.llm_json_mode,
         max_answer_tokens=settings.llm_max_answer_tokens,
+        structured_output=settings.llm_structured_output,
     )
 
 

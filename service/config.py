@@ -137,6 +137,18 @@ class Settings(BaseSettings):
         description="Most tokens one LLM answer may have (max_tokens of every call is at most "
         "this): a small model that runs on costs minutes of CPU per call.",
     )
+    llm_structured_output: Literal["auto", "json_schema", "schema_object", "json_object", "off"] = (
+        Field(
+            default="auto",
+            alias="LLM_STRUCTURED_OUTPUT",
+            description=(
+                "How JSON answers are constrained: json_schema (OpenAI, vLLM, Ollama, llama.cpp), "
+                "schema_object (llama-cpp-python's json_object + schema), json_object, off; auto "
+                "tries them in that order and keeps the first the endpoint accepts. "
+                "LLM_JSON_MODE=false means off."
+            ),
+        )
+    )
 
     # --- embeddings --------------------------------------------------------------------
     embedding_model_path: Path | None = Field(
@@ -290,6 +302,15 @@ class Settings(BaseSettings):
         ge=0,
         le=50,
         description="Existing memories shown to the LLM so it can update instead of repeat.",
+    )
+    extraction_support_check: bool = Field(
+        default=True,
+        alias="MEMORY_EXTRACTION_SUPPORT_CHECK",
+        description=(
+            "Drop an extracted fact the user's own messages do not back: invented by the "
+            "model, or taken from the assistant's reply (docs/performance.md, \"Extraction "
+            'with sloppy models").'
+        ),
     )
     extraction_max_attempts: int = Field(
         default=5,

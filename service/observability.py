@@ -96,8 +96,33 @@ DROP_REASONS = (
     "forgotten_content",
     "past_cap",
     "planted_instruction",
+    # parse_answer (service/core/extraction.py)
+    "unknown_op",
+    "malformed",
+    "no_content",
+    "bank_not_allowed",
+    # the write path (service/flows/extraction.py, service/core/reconcile.py)
+    "not_the_users",
+    "unsupported",
+    "from_assistant",
+    "instruction_like",
 )
 """The only values of the `reason` label of dropped operations."""
+
+RECOVERY_KINDS = (
+    "op_placeholder",
+    "op_synonym",
+    "op_missing",
+    "message_ref_as_ref",
+    "first_person",
+    "bank_near_name",
+    "bank_defaulted",
+    "salvaged_truncated",
+    "new_supersedes",
+    "update_off_target",
+)
+"""The only values of the `kind` label of mended operations (what a sloppy model got wrong
+and the service put right)."""
 
 # no `*_created` series: a scrape shows values, not start times (unannotated in prometheus_client)
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -143,6 +168,14 @@ LLM_FAILURES = Counter(
     ["cause"],
     registry=None,
 )
+RECOVERED_OPERATIONS = Counter(
+    "extraction_recovered_operations",
+    "Operations of an LLM extraction answer that were mended instead of dropped, by kind.",
+    ["kind"],
+    registry=None,
+)
+for _kind in RECOVERY_KINDS:
+    RECOVERED_OPERATIONS.labels(kind=_kind)
 for _reason in DROP_REASONS:
     DROPPED_OPERATIONS.labels(reason=_reason)
 for _outcome in EXTRACTION_OUTCOMES:  # every outcome is exported from the start, at 0
@@ -157,6 +190,7 @@ _SHARED: tuple[Collector, ...] = (
     ANN_FALLBACKS,
     DROPPED_OPERATIONS,
     LLM_FAILURES,
+    RECOVERED_OPERATIONS,
 )
 
 SHARED_COUNTERS: dict[str, str | None] = {
@@ -226,6 +260,15 @@ def record_dropped_operations(reason: str, count: int = 1) -> None:
     if count > 0:
         DROPPED_OPERATIONS.labels(reason=reason).inc(count)
         _happened("extraction_dropped_operations", reason)
+
+
+def record_recovered_operation(kind: str, count: int = 1) -> None:
+    """Count `count` operations mended instead of dropped; `kind` is one of
+    `RECOVERY_KINDS`."""
+    if kind not in RECOVERY_KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    if count > 0:
+        RECOVERED_OPERATIONS.labels(kind=kind).inc(count)
 
 
 def record_inlet_timeout() -> None:

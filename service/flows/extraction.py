@@ -28,7 +28,16 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service import observability
-from service.core import batching, dedup, forget_guard, identity, limits, privacy, safety
+from service.core import (
+    batching,
+    dedup,
+    forget_guard,
+    identity,
+    limits,
+    privacy,
+    reconcile,
+    safety,
+)
 from service.core import reminders as reminder_policy
 from service.core.extraction import (
     REPAIR_PROMPT,
@@ -36,6 +45,7 @@ from service.core.extraction import (
     OpKind,
     ParsedAnswer,
     TurnText,
+    answer_schema,
     build_messages,
     message_ref,
     parse_answer,
@@ -45,6 +55,7 @@ from service.core.records import (
     Candidate,
     ChatContext,
     Memory,
+    Scope,
     SourceKind,
     Status,
     WriteScope,
@@ -54,6 +65,7 @@ from service.flows import chat_summary, consolidation, offload, planted_check, v
 from service.flows.runtime import Runtime
 from service.flows.turns import batch_policy, chat_from_json, pending_view
 from service.llm.client import decode_json_answer
+from service.llm.salvage import salvage_truncated
 from service.storage import audit, forget_guards, installation, memories, memory_search, turns
 from service.storage.turns import Turn, TurnStatus
 
@@ -330,6 +342,11 @@ async def _ask_and_apply(
             refusal.ref or "no memory",
         )
     observability.record_dropped_operations("unknown_target", len(asked.parsed.refused))
+    for drop in asked.parsed.dropped:
+        log.warning("extraction dropped an operation (%s): %s", drop.reason, drop.detail)
+        observability.record_dropped_operations(drop.reason)
+    for mended in asked.parsed.recovered:
+        observability.record_recovered_operation(mended)
     keep = chat_summary.keeps_texts(rt.settings, scope)
     async with rt.db.unit_of_work() as session:
         # lock order of every writer: advisory lock, turn rows, memory rows (by seq)
@@ -404,6 +421,11 @@ class _Asked:
     times: list[datetime]  #: when each message of the batch was written
     message_refs: list[str]  #: "u1", "u2", … of the batch's messages
     texts: list[str]  #: the user messages of the batch (whose-fact checks)
+    replies: list[str] = dataclasses.field(default_factory=list)  #: the assistant's replies
+    text_vectors: list[np.ndarray] = dataclasses.field(default_factory=list)  #: of `texts`
+    reply_vectors: list[np.ndarray] = dataclasses.field(default_factory=list)  #: of `replies`
+    earlier: list[str] = dataclasses.field(default_factory=list)  #: the user's earlier lines
+    user_name: str | None = None  #: the sender's display name
 
 
 async def _ask(
@@ -449,7 +471,22 @@ async def _ask(
     kept = await _drop_restated_deletes(rt, parsed.operations, refs=refs)
     kept = await _drop_planted(rt, kept)
     parsed = dataclasses.replace(parsed, operations=kept)
-    return _Asked(parsed, refs, times, message_refs, [t.user_message for t in batch])
+    replies = [t.assistant_message for t in batch if t.assistant_message]
+    # the support check's vectors, made before the write transaction opens
+    reply_vectors = list(await rt.encoder.encode(replies)) if replies and kept else []
+    return _Asked(
+        parsed,
+        refs,
+        times,
+        message_refs,
+        [t.user_message for t in batch],
+        replies,
+        [np.asarray(v) for v in vectors],
+        [np.asarray(v) for v in reply_vectors],
+        # a name the batch refers back to ("she moved") was written by the user before
+        [text for role, text in batch[0].history if role == "user"],
+        chat.user_name,
+    )
 
 
 async def _apply_answer(
@@ -475,6 +512,11 @@ async def _apply_answer(
     written = [0] * batch_size
     restated: dict[uuid.UUID, int] = {}
     ordered = sorted(asked.parsed.operations, key=lambda op: op.op is OpKind.DELETE)
+    deleting = frozenset(
+        asked.refs[op.ref].id
+        for op in ordered
+        if op.op is OpKind.DELETE and op.ref is not None and op.ref in asked.refs
+    )
     for op in ordered:
         index = asked.message_refs.index(op.message) if op.message else batch_size - 1
         if not open_turns[index]:
@@ -483,6 +525,7 @@ async def _apply_answer(
         refused = identity.refusal(op.content, user_name=chat.user_name, message=asked.texts[index])
         if refused is not None and op.op is not OpKind.DELETE:
             log.info("extraction proposed a fact that is not the user's (%s); not stored", refused)
+            observability.record_dropped_operations("not_the_users")
             continue
         written[index] += await _apply(
             rt,
@@ -493,7 +536,8 @@ async def _apply_answer(
             refs=asked.refs,
             now=asked.times[index],
             message_id=message_ids[index],
-            guard=_Guard(states, restated, index, gone),
+            guard=_Guard(states, restated, index, gone, deleting),
+            asked=asked,
         )
     return written
 
@@ -635,6 +679,7 @@ class _Guard:
     restated: dict[uuid.UUID, int]  #: memory → latest message of the batch restating it
     index: int  #: the operation's message in the batch
     gone: _Gone  #: shown memories forgotten meanwhile
+    deleting: frozenset[uuid.UUID] = frozenset()  #: memories the answer DELETEs
 
     def changed(self, target: Memory) -> bool:
         """True (and logged, counted) when `target` is no longer as it was shown."""
@@ -660,14 +705,25 @@ async def _ask_for_operations(
 ) -> ParsedAnswer:
     """One LLM call, and one repair retry when the answer is not valid (DESIGN §5.3).
 
-    The answer is decoded and validated on a worker thread (`flows.offload`, the sender's
-    lane), never on the loop that serves inlets, within the caps of `core.limits`.
+    The answer is asked for with its JSON schema where the endpoint takes one
+    (`service/llm/structured.py`), and decoded and validated on a worker thread
+    (`flows.offload`, the sender's lane), never on the loop that serves inlets, within the
+    caps of `core.limits`. When the retry is cut off too, its complete operations are kept
+    (`llm.salvage`): asking a third time would not help a model that runs out of tokens.
     """
 
-    def parse(answer: str) -> ParsedAnswer:
+    def parse(answer: str, *, salvage: bool = False) -> ParsedAnswer:
+        try:
+            data = decode_json_answer(answer, max_chars=limits.MAX_ANSWER_CHARS)
+        except ExtractionOutputInvalid as exc:
+            if not salvage or "truncated" not in str(exc):
+                raise
+            data = salvage_truncated(answer)
+            log.info("extraction answer cut off twice; its complete operations are kept")
+            observability.record_recovered_operation("salvaged_truncated")
         return _within_limits(
             parse_answer(
-                decode_json_answer(answer, max_chars=limits.MAX_ANSWER_CHARS),
+                data,
                 refs=refs,
                 allowed_banks=allowed,
                 message_refs=message_refs,
@@ -675,7 +731,8 @@ async def _ask_for_operations(
             )
         )
 
-    answer = await rt.llm.complete(messages, json_answer=True)
+    schema = answer_schema(shown_refs=list(refs), message_refs=message_refs, allowed_banks=allowed)
+    answer = await rt.llm.complete(messages, json_answer=True, schema=schema)
     try:
         return await offload.in_worker(owner, parse, answer)
     except ExtractionOutputInvalid:
@@ -685,8 +742,8 @@ async def _ask_for_operations(
         {"role": "assistant", "content": answer[:4000]},
         {"role": "user", "content": REPAIR_PROMPT},
     ]
-    answer = await rt.llm.complete(retry, json_answer=True)
-    return await offload.in_worker(owner, parse, answer)
+    answer = await rt.llm.complete(retry, json_answer=True, schema=schema)
+    return await offload.in_worker(owner, parse, answer, salvage=True)
 
 
 def _within_limits(parsed: ParsedAnswer) -> ParsedAnswer:
@@ -717,6 +774,7 @@ async def _apply(
     now: datetime,
     message_id: str,
     guard: _Guard,
+    asked: _Asked | None = None,
 ) -> int:
     """Apply one operation if its memory is still as shown; returns 1 when a memory was
     written.
@@ -724,6 +782,11 @@ async def _apply(
     A DELETE of a memory the batch states again in the same or a later message is dropped
     (the user just said it holds); a NEW or UPDATE restating a shown memory forgotten during
     the call is dropped (forget wins).
+
+    Whatever op the model chose, the texts decide (`core.reconcile`): a fact the batch's
+    user messages do not back is dropped; an UPDATE about something else than its target
+    is a NEW fact; a fact that restates an active memory merges into it; a NEW fact that
+    contradicts an active memory of the same owner supersedes it.
     """
     cell = scope.scope_for(op.bank)
     if cell is None:
@@ -759,25 +822,48 @@ async def _apply(
     content = unicodedata.normalize("NFC", safety.redact_secrets(op.content)).strip()
     if not content or safety.looks_like_instruction(content) or _mostly_redacted(content):
         log.info("extraction proposed an instruction-like or secret-only fact; not stored")
+        observability.record_dropped_operations("instruction_like")
         return 0
     target = refs.get(op.ref or "") if op.op is OpKind.UPDATE else None
     if target is not None and guard.changed(target):
         return 0
     vector = await rt.encoder.encode_one(content)
+    if (
+        asked is not None
+        and rt.settings.extraction_support_check
+        and not _backed(content, np.asarray(vector), asked)
+    ):
+        return 0
     if await guard.gone.repeats(content, np.asarray(vector), guard.index):
         log.info("extraction restated a memory forgotten meanwhile; not stored")
         observability.record_dropped_operations("forgotten_content")
         return 0
+    if target is not None and not reconcile.on_topic(
+        content, target.content, await _cosine(rt, vector, target.content)
+    ):
+        log.info("an UPDATE of %s is about something else; written as a new fact", target.id)
+        observability.record_recovered_operation("update_off_target")
+        target = None
     neighbours = await memory_search.search(
         session, scope=scope.as_read_scope(), query_vector=vector, limit=5
     )
     pairs = [(c.memory, c.cosine) for c in neighbours if target is None or c.memory.id != target.id]
-    duplicate = dedup.find_duplicate(
-        content,
-        pairs,
-        text_threshold=rt.settings.dedup_text_ratio,
-        cosine_threshold=rt.settings.dedup_cosine,
-    )
+    relations = [
+        (
+            memory,
+            reconcile.relation(
+                content,
+                memory.content,
+                cosine,
+                text_threshold=rt.settings.dedup_text_ratio,
+                cosine_threshold=rt.settings.dedup_cosine,
+            ),
+        )
+        for memory, cosine in pairs
+    ]
+    duplicate = next((m for m, r in relations if r is reconcile.Relation.SAME), None)
+    if duplicate is None and target is None:
+        target = _contradicted(relations, cell, guard)
     if duplicate is not None:
         # Said again: the fact is more certain now (case 11: one row, higher confidence).
         guard.restated[duplicate.id] = max(guard.restated.get(duplicate.id, -1), guard.index)
@@ -817,10 +903,56 @@ async def _apply(
         session, new, actor=actor, reason=f"extracted from chat {chat.chat_id}"
     )
     if target is not None:
-        # the row is locked and was checked above: this cannot miss
+        # a shown target is locked and was checked above; a contradicted neighbour is
+        # superseded only at the version read (an edit or forget meanwhile wins)
         await versions.supersede(session, old=target, new=new, at=now, actor=actor)
         guard.applied(target, Status.SUPERSEDED)
     return 1
+
+
+async def _cosine(rt: Runtime, vector: object, text: str) -> float:
+    """Cosine of a fact's vector and `text`'s."""
+    other = await rt.encoder.encode_one(text)
+    return float(np.dot(np.asarray(vector), np.asarray(other)))
+
+
+def _backed(content: str, vector: np.ndarray, asked: _Asked) -> bool:
+    """Do the batch's user messages back `content` (`core.reconcile.supported`)? Counted
+    and logged when not."""
+    user_cosine = max((float(np.dot(vector, v)) for v in asked.text_vectors), default=0.0)
+    reply_cosine = max((float(np.dot(vector, v)) for v in asked.reply_vectors), default=0.0)
+    support = reconcile.supported(
+        content,
+        [*asked.texts, *asked.earlier],
+        asked.replies,
+        user_cosine=user_cosine,
+        assistant_cosine=reply_cosine,
+        user_name=asked.user_name,
+    )
+    if not support.backed:
+        log.info("extraction proposed a fact the user's messages do not back (%s)", support.reason)
+        observability.record_dropped_operations(support.reason)
+    return support.backed
+
+
+def _contradicted(
+    relations: Sequence[tuple[Memory, reconcile.Relation]], cell: Scope, guard: _Guard
+) -> Memory | None:
+    """The active memory of the same owner that a NEW fact contradicts (it supersedes it),
+    or None. A shown memory changed while the LLM answered is left alone."""
+    for memory, found in relations:
+        if found is not reconcile.Relation.CONTRADICTS:
+            continue
+        if (memory.owner_kind, memory.owner_id) != (cell.owner_kind, cell.owner_id):
+            continue
+        if memory.id in guard.deleting or (
+            memory.id in guard.states and not _as_shown(memory, guard.states)
+        ):
+            continue  # its own DELETE retires it; or it changed while the LLM answered
+        log.info("a NEW fact contradicts memory %s; it supersedes it", memory.id)
+        observability.record_recovered_operation("new_supersedes")
+        return memory
+    return None
 
 
 def _mostly_redacted(content: str) -> bool:

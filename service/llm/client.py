@@ -12,6 +12,7 @@ import json_repair
 
 from service.core import redaction
 from service.errors import ExtractionOutputInvalid, LLMNotConfigured, LLMUnavailable
+from service.llm import structured
 
 log = logging.getLogger(__name__)
 
@@ -108,12 +109,14 @@ class LLMClient:
         timeout_s: float = 60.0,
         json_mode: bool = True,
         max_answer_tokens: int | None = None,
+        structured_output: str = "auto",
     ) -> None:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.model = model
         self.json_mode = json_mode
         #: the ceiling of every call's max_tokens (None: the caller's value stands)
         self.max_answer_tokens = max_answer_tokens
+        self.formats = structured.FormatLadder(structured_output if json_mode else "off")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(timeout=timeout_s, headers=headers)
 
@@ -128,8 +131,15 @@ class LLMClient:
         json_answer: bool = False,
         temperature: float = 0.0,
         max_tokens: int = 1_500,
+        schema: dict[str, Any] | None = None,
     ) -> str:
         """The assistant text for `messages` (each content redacted of secrets first).
+
+        With `json_answer`, the answer is asked for as JSON in the best structured-output
+        mode the endpoint accepts (`service/llm/structured.py`): with `schema` (a JSON
+        schema of the answer object) first as `json_schema`, then as llama.cpp's
+        `json_object` + `schema`, then plain `json_object`, then no `response_format`; a
+        4xx naming the format moves this client down the ladder for good.
 
         Raises:
             LLMNotConfigured: without base URL or model.
@@ -146,13 +156,7 @@ class LLMClient:
             "temperature": temperature,
             "max_tokens": min(max_tokens, self.max_answer_tokens or max_tokens),
         }
-        if json_answer and self.json_mode:
-            body["response_format"] = {"type": "json_object"}
-        url = f"{self.base_url}/chat/completions"
-        try:
-            response = await self._http.post(url, json=body)
-        except httpx.HTTPError as exc:
-            raise LLMUnavailable(f"the LLM at {self.base_url} is unreachable: {exc!r}") from exc
+        response = await self._post_structured(body, json_answer=json_answer, schema=schema)
         if response.status_code >= 400:
             raise LLMUnavailable(
                 f"the LLM answered HTTP {response.status_code}: {response.text[:200]}"
@@ -165,6 +169,29 @@ class LLMClient:
         if isinstance(content, list):  # some servers answer content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         return str(content)
+
+    async def _post_structured(
+        self, body: dict[str, Any], *, json_answer: bool, schema: dict[str, Any] | None
+    ) -> httpx.Response:
+        """POST `body` with the response format of the ladder's current mode; on a 4xx
+        that rejects the format, step down and send again (at most once per mode)."""
+        while True:
+            mode = self.formats.mode_for(json_answer=json_answer, schema=schema)
+            response_format = structured.response_format(mode, schema)
+            if response_format is None:
+                body.pop("response_format", None)
+            else:
+                body["response_format"] = response_format
+            response = await self._post(body)
+            if not self.formats.step_down(mode, response.status_code, response.text):
+                return response
+
+    async def _post(self, body: dict[str, Any]) -> httpx.Response:
+        url = f"{self.base_url}/chat/completions"
+        try:
+            return await self._http.post(url, json=body)
+        except httpx.HTTPError as exc:
+            raise LLMUnavailable(f"the LLM at {self.base_url} is unreachable: {exc!r}") from exc
 
     async def aclose(self) -> None:
         await self._http.aclose()

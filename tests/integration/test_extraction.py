@@ -61,7 +61,9 @@ def test_json_mode_object_yields_every_fact_of_a_multi_fact_message(
         "User's sister Noor is a marine biologist",
     ]
     sent = llm.requests[-1]
-    assert sent["response_format"] == {"type": "json_object"}
+    # asked with the answer's schema (service/llm/structured.py), which the stand-in accepts
+    assert sent["response_format"]["type"] == "json_schema"
+    assert sent["response_format"]["json_schema"]["schema"]["required"] == ["operations"]
     assert "<new_user_message>" + message + "</new_user_message>" in sent["messages"][-1]["content"]
 
 

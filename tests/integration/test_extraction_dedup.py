@@ -75,15 +75,29 @@ def test_a_one_digit_correction_of_a_number_replaces_the_old_fact(
     ]
 
 
-def test_a_new_fact_that_differs_in_a_number_is_stored_beside_the_old_one(
+def test_a_new_fact_that_changes_a_number_supersedes_the_old_one(
     extracting: LiveService, llm: LLMStub
 ) -> None:
+    # a NEW where an UPDATE belonged (small models do that): the same attribute of the same
+    # person with another value replaces the old fact (core/reconcile.py)
     new = new_op("User's daughter Mia is 8 years old", confidence=0.95)
     _learn(extracting, llm, "User's daughter Mia is 7 years old", "Mia", [new])
     _say(extracting, "Mia turned 8 today!", "m1")
     assert _memories(extracting) == [
-        ("active", "User's daughter Mia is 7 years old", 0.9),
         ("active", "User's daughter Mia is 8 years old", 0.95),
+        ("superseded", "User's daughter Mia is 7 years old", 0.9),
+    ]
+
+
+def test_a_new_fact_about_another_time_is_stored_beside_the_old_one(
+    extracting: LiveService, llm: LLMStub
+) -> None:
+    new = new_op("User ran a marathon in 2023", confidence=0.95)
+    _learn(extracting, llm, "User ran a marathon in 2019", "again", [new])
+    _say(extracting, "I ran a marathon again in 2023", "m1")
+    assert _memories(extracting) == [
+        ("active", "User ran a marathon in 2019", 0.9),
+        ("active", "User ran a marathon in 2023", 0.95),
     ]
 
 

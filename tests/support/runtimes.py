@@ -35,6 +35,8 @@ async def runtime_factory(
             "MEMORY_STATE_DIR": str(state_dir),
             # 10 s unless a test sets it (race tests hold calls open longer)
             "LLM_TIMEOUT_S": "10",
+            # scripted answers are not what the scripted messages say (tests/conftest.py)
+            "MEMORY_EXTRACTION_SUPPORT_CHECK": "false",
             **{k: str(v) for k, v in (defaults | env).items()},
         }
         rt = bootstrap.build_runtime(
