@@ -232,7 +232,6 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "sends the conversation elsewhere",
         folded_rx(
             _IMAGE,
-            rf"(?:{_URL})[^\s]*\?\w+=",
             _near(_CONVERSATION, _URL, 80),
             rf"(?:{_COPY_OF_MESSAGES})[^\n]{{0,40}}{_EMAIL}",
             rf"{_EMAIL}[^\n]{{0,60}}(?:{_COPY_OF_MESSAGES})",
@@ -283,10 +282,18 @@ def addresses(text: str) -> bool:
     return bool(_ADDRESSES.search(fold(text)))
 
 
+#: Rules whose words also describe the world rather than order the assistant ("the password
+#: policy asks for one symbol"): they count only in a text that `addresses` the assistant.
+_ORDER_ONLY = frozenset({"asks for a credential or an identity answer"})
+
+
 def rule_reasons(text: str) -> list[str]:
     """The harmful acts `text` names as an order or a target; [] when none. Pure."""
     folded = fold(text)
-    return [reason for reason, pattern in _RULES if pattern.search(folded)]
+    found = [reason for reason, pattern in _RULES if pattern.search(folded)]
+    if found and not addresses(text):
+        found = [reason for reason in found if reason not in _ORDER_ONLY]
+    return found
 
 
 def weak_cues(text: str) -> bool:
