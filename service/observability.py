@@ -105,6 +105,7 @@ DROP_REASONS = (
     "not_the_users",
     "unsupported",
     "from_assistant",
+    "from_examples",
     "instruction_like",
 )
 """The only values of the `reason` label of dropped operations."""

@@ -153,6 +153,24 @@ Answer: {"operations": []}
 The examples are about other people: never store their facts."""
 
 
+#: Words of the prompt's examples that a real user rarely writes: a fact that has one the
+#: batch's user text has not was copied from an example (seen with Qwen2.5-1.5B on LoCoMo:
+#: "User has two beehives on their balcony" for a user who spoke of her dogs). Each is in
+#: the examples above (tests/unit/test_example_copies.py keeps it so).
+EXAMPLE_MARKERS = ("tampere", "ilkka", "tram", "beehive", "balcony")
+
+
+def copies_an_example(fact: str, user_texts: Sequence[str]) -> bool:
+    """True when `fact` holds a word of the prompt's examples (`EXAMPLE_MARKERS`, as a word
+    start: "beehives", "trams") that no user text of the batch has."""
+    said = " ".join(user_texts).casefold()
+    found = fact.casefold()
+    return any(
+        re.search(rf"\b{marker}", found) and not re.search(rf"\b{marker}", said)
+        for marker in EXAMPLE_MARKERS
+    )
+
+
 def answer_schema(
     *, shown_refs: Sequence[str], message_refs: Sequence[str], allowed_banks: Sequence[Bank]
 ) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from service.core.extraction import (
     TurnText,
     answer_schema,
     build_messages,
+    copies_an_example,
     message_ref,
     parse_answer,
 )
@@ -919,6 +920,10 @@ async def _cosine(rt: Runtime, vector: object, text: str) -> float:
 def _backed(content: str, vector: np.ndarray, asked: _Asked) -> bool:
     """Do the batch's user messages back `content` (`core.reconcile.supported`)? Counted
     and logged when not."""
+    if copies_an_example(content, [*asked.texts, *asked.earlier]):
+        log.info("extraction proposed a fact of the prompt's examples (from_examples)")
+        observability.record_dropped_operations("from_examples")
+        return False
     user_cosine = max((float(np.dot(vector, v)) for v in asked.text_vectors), default=0.0)
     reply_cosine = max((float(np.dot(vector, v)) for v in asked.reply_vectors), default=0.0)
     support = reconcile.supported(
