@@ -15,7 +15,7 @@ import logging
 from datetime import UTC, datetime
 
 from service.core.records import ChatContext, ChatKind
-from service.flows import context
+from service.flows import context, planted_check
 from service.flows.runtime import Runtime
 
 __all__ = ["RETRY_S", "WARM_UP_USER", "run", "warm_up"]
@@ -44,6 +44,8 @@ async def warm_up(rt: Runtime) -> None:
         budget_tokens=None,
         now=None,
     )
+    # the write path's one cold step: the planted-instruction check's labelled examples
+    await planted_check.warm(rt)
 
 
 async def run(rt: Runtime) -> None:

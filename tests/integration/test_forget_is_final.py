@@ -127,7 +127,7 @@ async def test_a_pending_import_pasted_in_a_deleted_chat_is_dropped(
     _, answer = await commands.run_command(
         rt, chat=chat("u1", "c1"), command_text="/memory import\nI keep two beehives"
     )
-    assert "I would add 1 memories" in answer
+    assert "I would add 1 memory" in answer
     assert await _pending_imports(db_conn) == 1
     await memory_flow.forget_chat(rt, chat_ids=["c2"], actor="test")  # another chat
     assert await _pending_imports(db_conn) == 1

@@ -15,7 +15,7 @@ import pytest
 from testkit.filter_loader import load_filter
 from testkit.live_service import LiveService
 from tests.integration.test_commands import PIPE_PATH, Session
-from tests.integration.test_import_command import _fake_openwebui_memories, _harness
+from tests.integration.test_import_command import _code, _fake_openwebui_memories, _harness
 
 ROWS = [
     {"id": "m1", "content": "I keep two beehives", "created_at": 1_700_000_000},
@@ -34,8 +34,10 @@ async def test_a_memory_forgotten_here_is_not_imported_from_open_webui_unasked(
     harness = _harness(service)
     _fake_openwebui_memories(harness, ROWS)
     gina = Session(harness, pipe, "gina")
-    first, _ = await gina.type("/memory import openwebui")
-    assert first.startswith("**Imported 2 memories from Open WebUI**"), first
+    preview, _ = await gina.type("/memory import openwebui")
+    assert preview.startswith("**I would add 2 memories from Open WebUI**"), preview
+    first, _ = await gina.type(f"/memory import confirm {_code(preview)}")
+    assert first.startswith("**Imported 2 memories**"), first
     stored = service.client.get("/v1/users/gina/memories").json()["items"]
     [bees] = [m for m in stored if m["content"] == "User keeps two beehives"]
     assert service.client.delete(f"/v1/users/gina/memories/{bees['id']}").status_code == 204
@@ -52,7 +54,9 @@ async def test_a_memory_forgotten_here_is_not_imported_from_open_webui_unasked(
     assert not any(w in rows[0][1] for w in ("keep", "bee", "hive"))
 
     asked, _ = await gina.type("/memory import openwebui forgotten")
-    assert asked.startswith("**Imported 1 memories from Open WebUI** (1 already known)"), asked
+    assert asked.startswith("**I would add 1 memory from Open WebUI** (1 already known)"), asked
+    confirmed, _ = await gina.type(f"/memory import confirm {_code(asked)}")
+    assert confirmed.startswith("**Imported 1 memory**"), confirmed
     assert service.client.get("/v1/users/gina/memories").json()["total"] == 2
 
 
@@ -67,7 +71,7 @@ async def test_another_users_forgetting_skips_nothing_and_deletion_erases_the_di
     assert service.client.delete(f"/v1/users/hal/memories/{added.json()['id']}").status_code == 204
     ida = Session(harness, pipe, "ida")
     answer, _ = await ida.type("/memory import openwebui")
-    assert answer.startswith("**Imported 2 memories from Open WebUI**:"), answer
+    assert answer.startswith("**I would add 2 memories from Open WebUI**:"), answer
     assert service.client.delete("/v1/users/hal/memories").status_code == 200
     row = await (await db_conn.execute("SELECT count(*) FROM forgotten_texts")).fetchone()
     assert row == (0,)
