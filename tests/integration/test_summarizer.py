@@ -450,6 +450,13 @@ async def test_duplicates_that_extraction_let_through_end_as_one_memory(
         }
     )
     _say(live, ["I like cats.", "I really like cats.", "I keep two beehives."])
+    # extraction itself now merges the paraphrase into the fact it restates (core/reconcile)
+    assert sorted(active_texts(live)) == ["User keeps two beehives", "User likes cats."]
+    # one that reaches storage anyway (typed through the API, which reconcile does not see)
+    added = live.client.post(
+        "/v1/users/u1/memories", json={"content": "User is really fond of cats"}
+    )
+    assert added.status_code == 201, added.text
     assert sorted(active_texts(live)) == [
         "User is really fond of cats",
         "User keeps two beehives",

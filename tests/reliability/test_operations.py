@@ -107,7 +107,7 @@ async def test_a_turn_whose_answer_stays_invalid_counts_one_parse_failure_and_is
         "m1",
         "failed",
     )
-    assert item["error"] == "the answer is truncated"
+    assert item["error"] == "the answer is truncated before its first complete item"
     assert "nurse" not in json.dumps(listing)
     memories = await (await db_conn.execute("SELECT count(*) FROM memories")).fetchone()
     assert memories == (0,)
