@@ -27,8 +27,7 @@ from service.cli.openwebui import (
     Verbose,
     _session,
 )
-from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
-from service.cli.openwebui_install import model_form
+from service.cli.openwebui_client import OpenWebUI, OpenWebUIError, model_form
 
 __all__ = ["OWN_MEMORY_TAG", "assistant_memory_command", "set_own_memory"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["REQUEST_TIMEOUT_S", "OpenWebUI", "OpenWebUIError"]
+__all__ = ["REQUEST_TIMEOUT_S", "OpenWebUI", "OpenWebUIError", "add_to_model_meta", "model_form"]
 
 REQUEST_TIMEOUT_S = 30.0
 
@@ -225,3 +225,51 @@ def _detail(response: httpx.Response) -> str:
     if isinstance(detail, str) and detail:
         return detail
     return response.reason_phrase or "no detail"
+
+
+def model_form(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The update form for a model row with a new `meta` (is_active is left as it is)."""
+    return {
+        "id": row["id"],
+        "base_model_id": row.get("base_model_id"),
+        "name": row["name"],
+        "meta": meta,
+        "params": row.get("params") or {},
+    }
+
+
+def add_to_model_meta(
+    owui: OpenWebUI,
+    model_id: str,
+    row: dict[str, Any] | None,
+    available: dict[str, dict[str, Any]],
+    *,
+    key: str,
+    item: str,
+) -> str:
+    """Put `item` into the list `meta[key]` of a model (`filterIds`, `toolIds`), creating an
+    override row for a provider model that has none.
+
+    Returns:
+        "created" (a new row), "present" (it was there already) or "added".
+    """
+    if row is None:
+        owui.call(
+            "POST",
+            "/api/v1/models/create",
+            json={
+                "id": model_id,
+                "base_model_id": None,
+                "name": available[model_id].get("name") or model_id,
+                "meta": {key: [item]},
+                "params": {},
+            },
+        )
+        return "created"
+    meta = dict(row.get("meta") or {})
+    items = list(meta.get(key) or [])
+    if item in items:
+        return "present"
+    meta[key] = [*items, item]
+    owui.call("POST", "/api/v1/models/model/update", json=model_form(row, meta))
+    return "added"

@@ -23,7 +23,7 @@ from service.cli.openwebui_checks import (
     native_memory_line,
     probe_model,
 )
-from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
+from service.cli.openwebui_client import OpenWebUI, OpenWebUIError, add_to_model_meta, model_form
 from service.cli.openwebui_sources import (
     ACTION_ID,
     EVENTS_ID,
@@ -35,7 +35,7 @@ from service.cli.openwebui_sources import (
 )
 from service.cli.openwebui_tools import install_tools, tools_status, uninstall_tools
 
-__all__ = ["install", "install_action", "model_form", "status", "uninstall"]
+__all__ = ["install", "install_action", "status", "uninstall"]
 
 #: the grant that lets every user read (and so run) the pipe's hidden model row (COMMANDS §2.1)
 EVERYONE_READS = {"principal_type": "user", "principal_id": "*", "permission": "read"}
@@ -284,26 +284,12 @@ def _set_valves(owui: OpenWebUI, function_id: str, *, service_url: str, api_key:
 def _attach_filter(
     owui: OpenWebUI, model_id: str, row: dict[str, Any] | None, available: dict[str, dict[str, Any]]
 ) -> str:
-    if row is None:  # a provider model without a row: an override row carries the filter
-        owui.call(
-            "POST",
-            "/api/v1/models/create",
-            json={
-                "id": model_id,
-                "base_model_id": None,
-                "name": available[model_id].get("name") or model_id,
-                "meta": {"filterIds": [FILTER_ID]},
-                "params": {},
-            },
-        )
-        return "filter attached (new model row)"
-    meta = dict(row.get("meta") or {})
-    filter_ids = list(meta.get("filterIds") or [])
-    if FILTER_ID in filter_ids:
-        return "filter already attached"
-    meta["filterIds"] = [*filter_ids, FILTER_ID]
-    owui.call("POST", "/api/v1/models/model/update", json=model_form(row, meta))
-    return "filter attached"
+    done = add_to_model_meta(owui, model_id, row, available, key="filterIds", item=FILTER_ID)
+    return {
+        "created": "filter attached (new model row)",
+        "present": "filter already attached",
+        "added": "filter attached",
+    }[done]
 
 
 def _ensure_pipe_row(owui: OpenWebUI, row: dict[str, Any] | None, name: str) -> str:
@@ -338,17 +324,6 @@ def _ensure_pipe_row(owui: OpenWebUI, row: dict[str, Any] | None, name: str) -> 
         )
         done.append("readable by everyone")
     return "made " + " and ".join(done) if done else "already hidden and readable by everyone"
-
-
-def model_form(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-    """The update form for a model row with a new `meta` (is_active is left as it is)."""
-    return {
-        "id": row["id"],
-        "base_model_id": row.get("base_model_id"),
-        "name": row["name"],
-        "meta": meta,
-        "params": row.get("params") or {},
-    }
 
 
 def _grant_form(grant: dict[str, Any]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
+from service.cli.openwebui_client import OpenWebUI, OpenWebUIError, add_to_model_meta, model_form
 from service.cli.openwebui_sources import TOOLS_ID, FunctionSource
 
 __all__ = ["install_tools", "offered_to", "tools_status", "uninstall_tools"]
@@ -54,7 +54,7 @@ def uninstall_tools(owui: OpenWebUI, *, say: Callable[[str], None]) -> None:
         if TOOLS_ID not in (meta.get("toolIds") or []):
             continue
         meta["toolIds"] = [t for t in meta["toolIds"] if t != TOOLS_ID]
-        owui.call("POST", "/api/v1/models/model/update", json=_model_form(row, meta))
+        owui.call("POST", "/api/v1/models/model/update", json=model_form(row, meta))
         say(f"model {model_id}: memory tools taken off")
     if owui.tool(TOOLS_ID) is None:
         say(f"{TOOLS_ID}: not installed")
@@ -145,33 +145,9 @@ def _offer(
     owui: OpenWebUI, model_id: str, row: dict[str, Any] | None, available: dict[str, dict[str, Any]]
 ) -> str:
     """Add the Tool to the model's `meta.toolIds` (a new override row for a provider model)."""
-    if row is None:
-        owui.call(
-            "POST",
-            "/api/v1/models/create",
-            json={
-                "id": model_id,
-                "base_model_id": None,
-                "name": available[model_id].get("name") or model_id,
-                "meta": {"toolIds": [TOOLS_ID]},
-                "params": {},
-            },
-        )
-        return "memory tools offered (new model row)"
-    meta = dict(row.get("meta") or {})
-    tool_ids = list(meta.get("toolIds") or [])
-    if TOOLS_ID in tool_ids:
-        return "memory tools already offered"
-    meta["toolIds"] = [*tool_ids, TOOLS_ID]
-    owui.call("POST", "/api/v1/models/model/update", json=_model_form(row, meta))
-    return "memory tools offered"
-
-
-def _model_form(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    done = add_to_model_meta(owui, model_id, row, available, key="toolIds", item=TOOLS_ID)
     return {
-        "id": row["id"],
-        "base_model_id": row.get("base_model_id"),
-        "name": row["name"],
-        "meta": meta,
-        "params": row.get("params") or {},
-    }
+        "created": "memory tools offered (new model row)",
+        "present": "memory tools already offered",
+        "added": "memory tools offered",
+    }[done]
