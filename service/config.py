@@ -1,4 +1,4 @@
-"""Service settings, read from the environment (one table in the README)."""
+"""Service settings, read from the environment (one table in docs/reference/settings.md)."""
 
 from __future__ import annotations
 

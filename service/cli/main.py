@@ -8,6 +8,7 @@ import logging
 import typer
 
 from service.cli import (
+    cli_reference,
     doctor,
     local_llm,
     memories,
@@ -146,6 +147,7 @@ app.add_typer(turns.app, name="turns")
 app.command("eval")(eval_cli.evaluate_command)
 app.add_typer(memories.app, name="memories")
 app.command("settings-table")(settings_table.command)
+app.command("cli-reference")(cli_reference.command)
 app.command("local-llm")(local_llm.local_llm_command)
 
 

@@ -1,8 +1,8 @@
-"""`python -m service settings-table`: the README's configuration table, made from `Settings`.
+"""`python -m service settings-table`: the settings reference's table, made from `Settings`.
 
-The table is written between two marker lines of README.md, so the descriptions live once, in
-`service/config.py` (each field's `description`), and `tests/unit/test_settings_table.py`
-fails when the README and the settings part ways.
+The table is written between two marker lines of docs/reference/settings.md, so the
+descriptions live once, in `service/config.py` (each field's `description`), and
+`tests/unit/test_settings_table.py` fails when the page and the settings part ways.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pydantic.fields import FieldInfo
 from service.cli.failures import fail
 from service.config import Settings
 
-REGENERATE = "python -m service settings-table --write README.md"
+REGENERATE = "python -m service settings-table --write docs/reference/settings.md"
 """The command that rewrites the table (named in the markers and in the test's message)."""
 
 START = f"<!-- settings-table: generated from service/config.py by `{REGENERATE}` -->"
@@ -113,25 +113,25 @@ def render_table(settings: type[BaseModel] = Settings) -> str:
     return "\n".join(rows)
 
 
-def with_table(readme: str, table: str) -> str:
-    """`readme` with the text between the markers replaced by `table`.
+def with_table(page: str, table: str) -> str:
+    """`page` with the text between the markers replaced by `table`.
 
     Raises:
         ValueError: when the markers are missing or out of order.
     """
-    start, end = readme.find(START), readme.find(END)
+    start, end = page.find(START), page.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"README.md needs the lines {START!r} and {END!r}, in that order")
-    return readme[: start + len(START)] + "\n" + table + "\n" + readme[end:]
+        raise ValueError(f"the page needs the lines {START!r} and {END!r}, in that order")
+    return page[: start + len(START)] + "\n" + table + "\n" + page[end:]
 
 
 def command(
-    write: Annotated[Path | None, typer.Option(help="Rewrite the table in this README.")] = None,
+    write: Annotated[Path | None, typer.Option(help="Rewrite the table in this page.")] = None,
     check: Annotated[
-        Path | None, typer.Option(help="Exit 1 when this README's table differs.")
+        Path | None, typer.Option(help="Exit 1 when this page's table differs.")
     ] = None,
 ) -> None:
-    """Print the configuration table made from the settings (or write it into the README)."""
+    """Print the settings table made from service/config.py (or write it into a page)."""
     table = render_table()
     path = write or check
     if path is None:

@@ -1,4 +1,4 @@
-"""The README's configuration table is the one `Settings` makes (service/cli/settings_table.py)."""
+"""The settings reference's table is the one `Settings` makes (service/cli/settings_table.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from service.cli import settings_table
 from service.cli.main import app
 from service.config import Settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
 
 
-def test_the_readme_settings_table_is_the_one_settings_makes() -> None:
-    readme = README.read_text(encoding="utf-8")
-    assert readme == settings_table.with_table(readme, settings_table.render_table()), (
-        "README.md's settings table differs from service/config.py; "
+def test_the_settings_reference_table_is_the_one_settings_makes() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    assert page == settings_table.with_table(page, settings_table.render_table()), (
+        "docs/reference/settings.md's table differs from service/config.py; "
         f"regenerate it with `{settings_table.REGENERATE}`"
     )
 
@@ -82,10 +82,10 @@ def test_check_names_the_command_that_regenerates_an_outdated_table(tmp_path: Pa
     assert readme.read_text().startswith(f"# x\n{settings_table.START}\n| variable |")
 
 
-def test_a_readme_without_the_markers_gets_a_sentence_and_exit_code_1(tmp_path: Path) -> None:
+def test_a_page_without_the_markers_gets_a_sentence_and_exit_code_1(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("# no table here\n")
     result = CliRunner().invoke(app, ["settings-table", "--write", str(readme)])
     assert result.exit_code == 1
-    assert "README.md needs the lines" in result.output
+    assert "the page needs the lines" in result.output
     assert readme.read_text() == "# no table here\n"
