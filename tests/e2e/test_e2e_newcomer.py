@@ -1,8 +1,8 @@
 """What a new admin and an ordinary user meet in a real Open WebUI 0.12.4 (issue 15).
 
 The installer checks its work through Open WebUI and names what is wrong; the manual install
-of the README is complete; first-person memories read as the user's; small confusions of
-the chat are gone.
+of docs/howto/install-into-openwebui.md is complete; first-person memories read as the user's;
+small confusions of the chat are gone.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_install_and_status_check_the_path_from_open_webui(stack: Stack):
 
 
 def _manual_install(stack: Stack) -> None:
-    """The README's "Install the filter into Open WebUI" steps 1-4 as the admin's browser
+    """docs/howto/install-into-openwebui.md's "Install by hand" steps 1-4 as the admin's browser
     sends them to Open WebUI (each UI action is one of these REST calls); step 6, the check,
     is the test's."""
     admin = stack.client("admin")
@@ -174,7 +174,7 @@ def test_a_manual_install_as_documented_runs_memory_list_for_an_ordinary_user(st
     mark = stack.model_log.mark()
     turn = client.send(thread, "/memory list")
     status = stack.run_installer(command="status")
-    # 6. the README's check: doctor signs in with the admin's e-mail and password
+    # 6. the install page's check: doctor signs in with the admin's e-mail and password
     checked = doctor._check_filter_path(
         stack.base_url, doctor.AdminLogin(email=stack.admin.email, password=stack.admin.password)
     )
