@@ -140,3 +140,52 @@ def test_the_image_build_context_leaves_local_state_out() -> None:
         if line.strip() and not line.startswith("#")
     ]
     assert [name for name in LOCAL_ONLY if not any(fnmatch(name, p) for p in patterns)] == []
+
+
+_ANCHOR_LINK = re.compile(r"\]\(([^)\s#]*)#([^)\s]+)\)")
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes for the headings of `page` (lower case, punctuation dropped,
+    spaces as hyphens, `-1`, `-2` … for repeats); headings inside code fences do not count."""
+    found: set[str] = set()
+    repeats: dict[str, int] = {}
+    fenced = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or not line.startswith("#"):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        count = repeats.get(slug, 0)
+        repeats[slug] = count + 1
+        found.add(slug if count == 0 else f"{slug}-{count}")
+    return found
+
+
+def _broken_anchors(path: Path, text: str) -> Iterator[str]:
+    for match in _ANCHOR_LINK.finditer(text):
+        target, anchor = match.group(1), match.group(2)
+        page = path.parent / target if target else path
+        if "://" in target or page.suffix != ".md" or not page.exists():
+            continue  # a missing page is the other test's finding
+        if anchor not in _anchors(page):
+            yield f"{target}#{anchor}"
+
+
+def test_every_link_to_a_heading_finds_it() -> None:
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md"]
+    broken = [
+        f"{path.relative_to(ROOT)}: {link}"
+        for path in [*pages, *sorted((ROOT / "docs").rglob("*.md"))]
+        for link in _broken_anchors(path, path.read_text(encoding="utf-8"))
+    ]
+    assert broken == []
+
+
+def test_the_anchor_checker_finds_a_renamed_heading(tmp_path: Path) -> None:
+    (tmp_path / "deploy.md").write_text("# Deploy\n## Upgrading and rolling back\n")
+    text = "[ok](deploy.md#upgrading-and-rolling-back) [gone](deploy.md#upgrading) [self](#x)"
+    page = tmp_path / "index.md"
+    page.write_text("# Index\n")
+    assert list(_broken_anchors(page, text)) == ["deploy.md#upgrading", "#x"]
