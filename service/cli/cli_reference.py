@@ -37,7 +37,9 @@ same on every machine."""
 
 def _plain(text: str) -> str:
     """`text` with the machine's own folders taken out (checkout, home)."""
-    return text.replace(_REPOSITORY, "").replace(str(Path.home()), "~")
+    text = text.replace(_REPOSITORY, "")
+    home = str(Path.home())
+    return text.replace(home + "/", "~/") if home != "/" else text
 
 
 def _cell(text: str) -> str:

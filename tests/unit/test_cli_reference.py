@@ -46,7 +46,8 @@ def test_every_command_has_a_section_with_its_options() -> None:
 def test_defaults_are_printed_without_the_machine_s_folders() -> None:
     page = cli_reference.render_reference()
     assert str(Path(__file__).resolve().parents[2]) not in page
-    assert str(Path.home()) not in page
+    home = str(Path.home())
+    assert home == "/" or f"{home}/" not in page
     assert "[default: filter/memory_filter.py]" in page
 
 
