@@ -1,8 +1,8 @@
 """Every repository file the docs cite exists (issue 29 item 6: the docs cited
 `scripts/check-install.sh`, `docs/howto/container.Dockerfile` and `bench/LOCOMO.md`).
 
-Read: README.md, CONTRIBUTING.md, CHANGELOG.md, every Markdown file under docs/, the deployment
-recipes in docs/howto/deploy/,
+Read: README.md, CONTRIBUTING.md, CHANGELOG.md, every Markdown file under docs/ and bench/ (the
+results), the deployment recipes in docs/howto/deploy/,
 the scripts in scripts/ and .ci/, and the module docstrings of bench/*.py.
 A citation is a path that starts at a top-level entry of the repository (`service/…`,
 `docs/…`, `Makefile`…) or a Markdown link to a relative target; paths outside the repository
@@ -68,8 +68,9 @@ def _texts() -> Iterator[tuple[Path, str]]:
         for p in sorted((ROOT / folder).iterdir())
         if p.is_file()
     ]
-    pages = ["README.md", "CONTRIBUTING.md", "CHANGELOG.md"]
-    for path in [*(ROOT / p for p in pages), *sorted((ROOT / "docs").rglob("*.md")), *scripts]:
+    pages = [ROOT / p for p in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
+    markdown = [*sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "bench").rglob("*.md"))]
+    for path in [*pages, *markdown, *scripts]:
         yield path, path.read_text(encoding="utf-8")
     for path in sorted((ROOT / "bench").glob("*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
