@@ -26,6 +26,7 @@ HEADER = f"""# Command-line reference
 <!-- generated from service/cli/ by `{REGENERATE}`; edit the commands, not this page -->
 
 Every command runs as `{PROG} …` (from a checkout: `.venv/bin/python -m service …`).
+An installed wheel also puts the same commands on the PATH as `memory-service …`.
 Each one exits 0 when it did its work and 1 with a sentence on stderr when it could not.
 `--help` after any command prints the same text as below.
 """
