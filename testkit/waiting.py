@@ -72,7 +72,7 @@ async def wait_until_async(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"gave up after {timeout_s:g} s waiting for {what} (last: {value!r})"

@@ -908,7 +908,7 @@ async def _relations(
     rt: Runtime,
     session: AsyncSession,
     content: str,
-    vector: object,
+    vector: np.ndarray,
     *,
     scope: WriteScope,
     target: Memory | None,
