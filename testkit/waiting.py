@@ -8,7 +8,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -51,6 +51,26 @@ def wait_until(
                 f"gave up after {timeout_s:g} s waiting for {what} (last: {value!r})"
             )
         time.sleep(interval_s)
+
+
+@overload
+async def wait_until_async(
+    condition: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    interval_s: float = POLL_INTERVAL_S,
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
+    condition: Callable[[], T],
+    *,
+    what: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    interval_s: float = POLL_INTERVAL_S,
+) -> T: ...
 
 
 async def wait_until_async(
