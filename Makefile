@@ -38,11 +38,11 @@ test: $(STAMP) ## the whole test suite (installs Debian's pgbouncer for the pool
 
 LINT_PATHS := service filter tests testkit bench migrations setup.py
 
-lint: $(STAMP) ## ruff check + ruff format --check (rules in pyproject.toml)
+lint: $(STAMP) ## ruff check (incl. C901 complexity ≤ 12, pydocstyle D) + ruff format --check (rules in pyproject.toml)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 
-typecheck: $(STAMP) ## mypy --strict over service/ and the filter files (config in pyproject.toml)
+typecheck: $(STAMP) ## mypy --strict over service/, the filter files, testkit/ and bench/ (config in pyproject.toml)
 	$(BIN)/mypy
 
 wheel-check: $(STAMP) ## build the wheel, install it into a fresh venv, run migrate, serve (/readyz), openwebui install --help

@@ -22,6 +22,7 @@ class BuildPyWithBundled(build_py):
     """build_py, then copy the bundled folders into the built package."""
 
     def run(self) -> None:
+        """Build the package, then copy each bundled folder's files into it."""
         super().run()
         for folder, patterns in BUNDLED.items():
             target = Path(self.build_lib) / "service" / "bundled" / folder

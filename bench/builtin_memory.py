@@ -226,8 +226,35 @@ def owui_inject(
         memories: all memories of the user.
         query: the joined user messages (add_memory_context: the last 7, last 4,000 chars).
         ranked_ids: the vector search's answer, best first (query_memory, k = 8).
-        user_limit, context_limit: the two character limits (each at least 250).
+        user_limit: the character limit of the user section (at least 250).
+        context_limit: the character limit of the other sections (at least 250).
     """
+    parts = _owui_parts(_owui_sections(memories, query, ranked_ids))
+    if not parts:
+        return Injection("", (), ())
+    groups = (
+        ([p for p in parts if p[0] == "[User Memory]"], max(OWUI_MIN_CHAR_LIMIT, user_limit)),
+        ([p for p in parts if p[0] != "[User Memory]"], max(OWUI_MIN_CHAR_LIMIT, context_limit)),
+    )
+    whole: list[str] = []
+    cut: list[str] = []
+    pieces = []
+    for group, limit in groups:
+        piece, group_whole, group_cut = _owui_cut(group, limit)
+        pieces.append(piece)
+        whole += group_whole
+        cut += group_cut
+    text = "\n\n".join(pieces).strip()
+    if not text:
+        return Injection("", (), ())
+    return Injection(f"{OPEN}\n{text}\n{CLOSE}", tuple(whole), tuple(cut))
+
+
+def _owui_sections(
+    memories: Sequence[OwuiMemory], query: str, ranked_ids: Sequence[str]
+) -> dict[str, list[tuple[str, str]]]:
+    """(label, id) per section: every user memory, the hinted paths' neighbours, then the
+    vector search's top k; each memory in the first section that takes it."""
     by_id = {m.id: m for m in memories}
     sections: dict[str, list[tuple[str, str]]] = {"user": [], "neighborhood": [], "context": []}
     seen: set[str] = set()
@@ -247,7 +274,14 @@ def owui_inject(
             continue
         seen.add(m.id)
         sections["user" if m.type == "user" else "context"].append((m.label, m.id))
-    # each section as (title line, [(line, id)]), in add_memory_context's order
+    return sections
+
+
+def _owui_parts(
+    sections: dict[str, list[tuple[str, str]]],
+) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each non-empty section as (title line, [(line, id)]), in add_memory_context's order,
+    its lines sorted case-insensitively."""
     parts: list[tuple[str, list[tuple[str, str]]]] = []
     for title, key in (
         ("User Memory", "user"),
@@ -257,34 +291,25 @@ def owui_inject(
         if sections[key]:
             ordered = sorted(sections[key], key=lambda item: (item[0].casefold(), item[0]))
             parts.append((f"[{title}]", [(f"- {label}", mid) for label, mid in ordered]))
-    if not parts:
-        return Injection("", (), ())
-    groups = (
-        ([p for p in parts if p[0] == "[User Memory]"], max(OWUI_MIN_CHAR_LIMIT, user_limit)),
-        ([p for p in parts if p[0] != "[User Memory]"], max(OWUI_MIN_CHAR_LIMIT, context_limit)),
-    )
-    whole: list[str] = []
-    cut: list[str] = []
-    pieces = []
-    for group, limit in groups:
-        # the group's text is its sections joined by a blank line, each "title\nline\nline"
-        joined, spans = "", []
-        for title, lines in group:
-            joined += ("\n\n" if joined else "") + title
-            for line, mid in lines:
-                joined += "\n"
-                spans.append((len(joined), len(joined) + len(line), mid))
-                joined += line
-        pieces.append(joined[:limit])
-        for start, end, mid in spans:
-            if end <= limit:
-                whole.append(mid)
-            elif start < limit:
-                cut.append(mid)
-    text = "\n\n".join(pieces).strip()
-    if not text:
-        return Injection("", (), ())
-    return Injection(f"{OPEN}\n{text}\n{CLOSE}", tuple(whole), tuple(cut))
+    return parts
+
+
+def _owui_cut(
+    group: list[tuple[str, list[tuple[str, str]]]], limit: int
+) -> tuple[str, list[str], list[str]]:
+    """The group's text cut at `limit` characters, the ids whose line is inside it in full,
+    and the ids whose line the cut goes through."""
+    # the group's text is its sections joined by a blank line, each "title\nline\nline"
+    joined, spans = "", []
+    for title, lines in group:
+        joined += ("\n\n" if joined else "") + title
+        for line, mid in lines:
+            joined += "\n"
+            spans.append((len(joined), len(joined) + len(line), mid))
+            joined += line
+    whole = [mid for start, end, mid in spans if end <= limit]
+    cut = [mid for start, end, mid in spans if end > limit and start < limit]
+    return joined[:limit], whole, cut
 
 
 # -- PrefEval ---------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def public_url(base_url: str) -> str:
 
 
 def endpoint_kind(base_url: str) -> str:
-    """ "local" for loopback and private hosts, "hosted" otherwise (named in the results)."""
+    """Where the model runs, named in the results: "local" (loopback, private hosts) or "hosted"."""
     host = (urlsplit(base_url).hostname or "").lower()
     private = (
         host in ("localhost", "::1")

@@ -68,7 +68,7 @@ def _text(content: Any) -> str:
 
 
 def classify_request(body: dict[str, Any]) -> str:
-    """ "repair", "extraction", "summary" or "other" by the service's prompts."""
+    """The kind of request by the service's prompts: "repair", "extraction", "summary", "other"."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     last = _text(messages[-1].get("content")) if messages else ""
     if last.strip() == REPAIR_PROMPT:

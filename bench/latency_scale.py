@@ -380,13 +380,16 @@ def load_table(url: str, plan: LoadPlan, seed: int) -> dict[str, Any]:
         conn.execute("ANALYZE memories")
         timings["analyze_s"] = round(time.perf_counter() - started, 1)
         timings["indexes_rebuilt"] = [name for name, _ in indexes]
+        # each statement answers one row (psycopg types fetchone() as possibly None)
         timings["table_mb"] = round(
-            conn.execute("SELECT pg_total_relation_size('memories')").fetchone()[0] / 2**20
+            conn.execute("SELECT pg_total_relation_size('memories')").fetchone()[0]  # type: ignore[index]
+            / 2**20
         )
         timings["postings_mb"] = round(
-            conn.execute("SELECT pg_total_relation_size('memory_postings')").fetchone()[0] / 2**20
+            conn.execute("SELECT pg_total_relation_size('memory_postings')").fetchone()[0]  # type: ignore[index]
+            / 2**20
         )
-        timings["shared_buffers"] = conn.execute("SHOW shared_buffers").fetchone()[0]
+        timings["shared_buffers"] = conn.execute("SHOW shared_buffers").fetchone()[0]  # type: ignore[index]
     return timings
 
 
@@ -425,12 +428,14 @@ class Database:
 async def service_runtime(url: str, state_dir: Path, encoder: Any) -> AsyncIterator[Any]:
     """A fresh service `Runtime` (empty caches) built by the app's own lifespan, no workers,
     once ready (its warm-up done: flows/warmup.py)."""
+    from pydantic import SecretStr
+
     from service.api.app import create_app
     from service.config import Settings
 
     settings = Settings(
         DATABASE_URL=url,
-        MEMORY_API_KEY="bench-only",
+        MEMORY_API_KEY=SecretStr("bench-only"),
         MEMORY_STATE_DIR=state_dir,
         MEMORY_RUN_WORKERS=False,
     )

@@ -296,7 +296,8 @@ async def _user_loop(
     seed: int,
 ) -> None:
     rng = random.Random(seed)
-    kinds, weights = zip(*KINDS, strict=True)
+    kinds = [kind for kind, _ in KINDS]
+    weights = [weight for _, weight in KINDS]
     while time.monotonic() < deadline and report.total < max_requests:
         await _one_request(client, report, user, rng.choices(kinds, weights)[0], rng)
         if think_s:

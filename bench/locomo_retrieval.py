@@ -328,12 +328,14 @@ class Pool:
                 [tokenize(t, stop_words) for t in self.texts], k1=BM25_K1, b=BM25_B
             )
         scores = self._bm25[key].get_scores(tokenize(question, stop_words))
-        return np.argsort(-scores, kind="stable")[:k].tolist()
+        top: list[int] = np.argsort(-scores, kind="stable")[:k].tolist()
+        return top
 
     def dense_top(self, query_vector: np.ndarray, k: int) -> list[int]:
         """Indices of the `k` nearest memories by cosine (vectors are unit length)."""
         scores = self.vectors @ query_vector
-        return np.argsort(-scores, kind="stable")[:k].tolist()
+        top: list[int] = np.argsort(-scores, kind="stable")[:k].tolist()
+        return top
 
 
 def _session_date(sample: Mapping[str, Any], session: int) -> datetime:
@@ -387,12 +389,14 @@ def _scrubbed_environment() -> None:
 @contextlib.asynccontextmanager
 async def service_runtime(url: str, state_dir: Path, encoder: Any) -> Any:
     """The service's `Runtime`, built by its own app lifespan on database `url` (no workers)."""
+    from pydantic import SecretStr
+
     from service.api.app import create_app
     from service.config import Settings
 
     settings = Settings(
         DATABASE_URL=url,
-        MEMORY_API_KEY="bench-only",
+        MEMORY_API_KEY=SecretStr("bench-only"),
         MEMORY_STATE_DIR=state_dir,
         MEMORY_RUN_WORKERS=False,
     )

@@ -143,7 +143,7 @@ async def _until(check: Callable[[], Awaitable[bool]], *, timeout_s: float) -> N
         await asyncio.sleep(0.2)
 
 
-async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Namespace) -> Any:
+async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Namespace) -> Any:  # noqa: C901 -- refactor pending: neighbour is changing this bench (complexity 14)
     """Every phase; returns {"phases": [...]} rows."""
     import psycopg
 
@@ -200,7 +200,7 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
                 )
 
             async def done() -> bool:
-                left = await scalar(
+                left: int = await scalar(
                     "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'consolidate_owner'"
                     " AND status IN ('todo', 'doing')"
                 )
@@ -344,7 +344,9 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     timeout_s=300,
                 )
                 try:
-                    results = await run_phases(live.base_url, live.api_key, url, args)
+                    results: dict[str, Any] = await run_phases(
+                        live.base_url, live.api_key, url, args
+                    )
                 finally:
                     live.stop()
                     if worker is not None:

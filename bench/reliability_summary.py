@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ def summarize(folder: Path) -> str:
         lines.append("")
     else:
         lines += ["fail-open run: not run", ""]
+    sentence: Callable[[dict[str, Any]], str]
     for name, sentence in (
         (
             "llm_outage",

@@ -666,56 +666,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     sample = load_conversation(args.data, args.conversation)
     started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     observer = TurnObserver()
+    service_env: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         try:
             service: ServiceProcess | None = None
+            responder: LocomoResponder | None = None
             if args.service_url:
                 url, api_key = args.service_url.rstrip("/"), args.api_key
             else:
-                responder = LocomoResponder(
-                    build_replay_plan(sample, speaker) for speaker in speakers(sample)
-                )
-                stub = LLMStub(responder).start()
-                stack.callback(stub.stop)
-                state_dir = Path(tempfile.mkdtemp(prefix="locomo-replay-"))
-                if args.keep_state:
-                    _progress(f"state directory kept at {state_dir}")
-                else:
-                    stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
-                api_key = secrets.token_urlsafe(24)
-                service_env = {
-                    "MEMORY_BATCH_QUIET_S": str(args.quiet_s),
-                    **EXTRACTION_MODES[args.extraction],
-                }
-                if args.chat_summary_tokens is not None:
-                    service_env["MEMORY_CHAT_SUMMARY_TOKENS"] = str(args.chat_summary_tokens)
-                service = ServiceProcess(
-                    state_dir=state_dir,
-                    port=free_port(),
-                    api_key=api_key,
-                    llm_base_url=stub.base_url,
-                    llm_model=MODEL_ID,
-                    log_path=state_dir / "service.log",
-                    env=service_env,
-                )
-                stack.callback(_stop_service, service)
-                url = service.url
-                _progress(f"starting the memory service on {url} (state {state_dir})")
-                service.start()
-                ready_s = service.wait_ready(args.ready_timeout_s)
-                _progress(f"service ready after {ready_s:.1f} s")
-            instance = load_filter_instance(args.filter_path)
-            unknown = set_valves(
-                instance,
-                {
-                    "service_url": url,
-                    "api_key": api_key,
-                    "inlet_timeout_s": 5,
-                    "outlet_timeout_s": 10,
-                },
-            )
-            if unknown:
-                _progress(f"warning: the filter's Valves lack {', '.join(unknown)}")
+                responder, service, service_env = _spawn_service(sample, args, stack)
+                url, api_key = service.url, service.api_key
+            instance = _filter_for(args, url, api_key)
             observer.install()
             stack.callback(observer.uninstall)
             results = asyncio.run(_run(sample, instance, url, api_key, observer, service, args))
@@ -725,7 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             _progress("interrupted; stopping everything")
             return 130
-        if not args.service_url:
+        if responder is not None:
             results["llm_requests"] = dict(responder.counts)
             results["unmatched_extraction_texts"] = responder.unmatched
     data = os.path.relpath(args.data.resolve(), REPO_ROOT)
@@ -735,20 +696,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "data": data,
         "mode": "external" if args.service_url else "spawned",
         "extraction_mode": "external" if args.service_url else args.extraction,
-        "service_settings": {} if args.service_url else service_env,
+        "service_settings": service_env,
         "service_url": url,
         "restart_after_turns": args.restart_after_turns,
         "started_at": started_at,
         **results,
     }
     markdown = render_markdown(results)
-    stem = f"replay_locomo_conv{args.conversation}"
-    if args.extraction == "per-turn" and not args.service_url:
-        stem += "_per_turn"
-    if args.chat_summary_tokens is not None and not args.service_url:
-        stem += f"_summary{args.chat_summary_tokens}"
-    if args.restart_after_turns is not None:
-        stem += f"_restart{args.restart_after_turns}"
+    stem = _output_stem(args)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.json").write_text(
         json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -756,6 +711,79 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / f"{stem}.md").write_text(markdown, encoding="utf-8")
     print(markdown)
     _progress(f"wrote {args.out / stem}.json and .md")
+    problems = _problems(results)
+    for problem in problems:
+        _progress(f"FAIL: {problem}")
+    return 1 if problems else 0
+
+
+def _spawn_service(
+    sample: dict[str, Any], args: argparse.Namespace, stack: contextlib.ExitStack
+) -> tuple[LocomoResponder, ServiceProcess, dict[str, str]]:
+    """Start the stand-in LLM and a memory service on a free port, both stopped by `stack`;
+    returns the stand-in's responder, the ready service and the service's settings."""
+    responder = LocomoResponder(build_replay_plan(sample, speaker) for speaker in speakers(sample))
+    stub = LLMStub(responder).start()
+    stack.callback(stub.stop)
+    state_dir = Path(tempfile.mkdtemp(prefix="locomo-replay-"))
+    if args.keep_state:
+        _progress(f"state directory kept at {state_dir}")
+    else:
+        stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
+    service_env = {
+        "MEMORY_BATCH_QUIET_S": str(args.quiet_s),
+        **EXTRACTION_MODES[args.extraction],
+    }
+    if args.chat_summary_tokens is not None:
+        service_env["MEMORY_CHAT_SUMMARY_TOKENS"] = str(args.chat_summary_tokens)
+    service = ServiceProcess(
+        state_dir=state_dir,
+        port=free_port(),
+        api_key=secrets.token_urlsafe(24),
+        llm_base_url=stub.base_url,
+        llm_model=MODEL_ID,
+        log_path=state_dir / "service.log",
+        env=service_env,
+    )
+    stack.callback(_stop_service, service)
+    _progress(f"starting the memory service on {service.url} (state {state_dir})")
+    service.start()
+    ready_s = service.wait_ready(args.ready_timeout_s)
+    _progress(f"service ready after {ready_s:.1f} s")
+    return responder, service, service_env
+
+
+def _filter_for(args: argparse.Namespace, url: str, api_key: str) -> Any:
+    """The filter file loaded as Open WebUI loads it, its valves pointing at the service."""
+    instance = load_filter_instance(args.filter_path)
+    unknown = set_valves(
+        instance,
+        {
+            "service_url": url,
+            "api_key": api_key,
+            "inlet_timeout_s": 5,
+            "outlet_timeout_s": 10,
+        },
+    )
+    if unknown:
+        _progress(f"warning: the filter's Valves lack {', '.join(unknown)}")
+    return instance
+
+
+def _output_stem(args: argparse.Namespace) -> str:
+    """The results' file name without suffix: conversation, then each non-default option."""
+    stem = f"replay_locomo_conv{args.conversation}"
+    if args.extraction == "per-turn" and not args.service_url:
+        stem += "_per_turn"
+    if args.chat_summary_tokens is not None and not args.service_url:
+        stem += f"_summary{args.chat_summary_tokens}"
+    if args.restart_after_turns is not None:
+        stem += f"_restart{args.restart_after_turns}"
+    return stem
+
+
+def _problems(results: dict[str, Any]) -> list[str]:
+    """What makes the replay fail: an undrained queue, lost turns, duplicate memories."""
     problems = []
     if not results["extraction"]["drained"]:
         problems.append("extraction did not drain before the deadline")
@@ -763,9 +791,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems.append(f"{results['lost_turns']} accepted turns were not extracted")
     if results["duplicate_memories"]:
         problems.append(f"{results['duplicate_memories']} memories are stored twice")
-    for problem in problems:
-        _progress(f"FAIL: {problem}")
-    return 1 if problems else 0
+    return problems
 
 
 async def _run(

@@ -59,9 +59,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 @contextmanager
 def _database(folder: Path) -> Iterator[str]:
-    import pgserver
+    from pgserver.postgres_server import get_server
 
-    server = pgserver.get_server(folder / "pgdata")
+    server = get_server(folder / "pgdata")
     try:
         with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
             conn.execute("CREATE DATABASE scale")

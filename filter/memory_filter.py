@@ -294,7 +294,23 @@ async def _recall_into(
         return
     if _model_excluded(body.get("model"), valves.no_memory_models):
         return  # an admin keeps memories away from this model (e.g. an external provider)
+    await _fetch_and_inject(
+        body,
+        _context_request(text, valves, metadata),
+        valves=valves,
+        user=user,
+        user_valves=user_valves,
+        kind=kind,
+        chat_id=chat_id,
+        sender=sender,
+        metadata=metadata,
+        assistant=assistant,
+        emitter=emitter,
+    )
 
+
+def _context_request(text: str, valves: Filter.Valves, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The body of POST /v1/context for the user's message (`now` and its id when known)."""
     request_body: dict[str, Any] = {
         "message": _shortened(text),
         "budget_tokens": valves.budget_tokens,
@@ -305,6 +321,24 @@ async def _recall_into(
     message_id = _user_message_id(metadata)
     if message_id is not None:
         request_body["user_message_id"] = message_id
+    return request_body
+
+
+async def _fetch_and_inject(
+    body: dict[str, Any],
+    request_body: dict[str, Any],
+    *,
+    valves: Filter.Valves,
+    user: dict[str, Any] | None,
+    user_valves: Filter.UserValves,
+    kind: str,
+    chat_id: Any,
+    sender: tuple[str, str | None, str | None],
+    metadata: dict[str, Any],
+    assistant: dict[str, str] | None,
+    emitter: EventEmitter | None,
+) -> None:
+    """Ask the service for the memory block, put it into `body`, show the status line."""
     try:
         response = await asyncio.wait_for(
             _post_for_chat(

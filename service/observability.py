@@ -386,6 +386,7 @@ class MetricsMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Time and count the HTTP request under its route template."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -431,6 +432,7 @@ class JsonFormatter(logging.Formatter):
     """
 
     def format(self, record: logging.LogRecord) -> str:
+        """The record as one JSON line, message and traceback scrubbed."""
         entry: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
@@ -463,6 +465,7 @@ class ScrubFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Scrub the record in place; always keeps it."""
         if record.name == ACCESS_LOGGER and isinstance(record.args, tuple):
             record.args = tuple(_access_argument(a) for a in record.args)
             return True

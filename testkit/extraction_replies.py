@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from testkit.llm_stub import Responder, StubReply
 
 FACT = re.compile(r"\b(fact-[a-z0-9-]+)\b")
 """The token `echo_fact` looks for: a user message naming `fact-7` becomes one memory."""
@@ -72,12 +74,13 @@ def by_message(rules: dict[str, list[dict[str, Any]]]) -> Callable[[dict[str, An
     return respond
 
 
-def in_sequence(answers: list[str]) -> Callable[[dict[str, Any]], str]:
-    """Answer with `answers` in order, then repeat the last one."""
-    it: Iterator[str] = iter(answers)
+def in_sequence(answers: Sequence[str | StubReply]) -> Responder:
+    """Answer with `answers` in order (texts, or `StubReply` errors and delays), then repeat
+    the last one."""
+    it: Iterator[str | StubReply] = iter(answers)
     last = {"value": answers[-1]}
 
-    def respond(_: dict[str, Any]) -> str:
+    def respond(_: dict[str, Any]) -> str | StubReply:
         last["value"] = next(it, last["value"])
         return last["value"]
 

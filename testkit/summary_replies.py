@@ -37,8 +37,8 @@ def source_lines(request: dict[str, Any]) -> list[tuple[str, str, str]]:
     if not found:
         return []
     return [
-        m.groups()
-        for line in found.group(1).splitlines()  # type: ignore[misc]
+        (m.group(1), m.group(2), m.group(3))
+        for line in found.group(1).splitlines()
         if (m := _LINE.match(line))
     ]
 

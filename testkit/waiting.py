@@ -8,7 +8,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -53,6 +53,26 @@ def wait_until(
         time.sleep(interval_s)
 
 
+@overload
+async def wait_until_async(
+    condition: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    interval_s: float = POLL_INTERVAL_S,
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
+    condition: Callable[[], T],
+    *,
+    what: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    interval_s: float = POLL_INTERVAL_S,
+) -> T: ...
+
+
 async def wait_until_async(
     condition: Callable[[], Awaitable[T] | T],
     *,
@@ -72,7 +92,7 @@ async def wait_until_async(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"gave up after {timeout_s:g} s waiting for {what} (last: {value!r})"

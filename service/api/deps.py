@@ -14,6 +14,7 @@ _bearer = HTTPBearer(auto_error=False, description="MEMORY_API_KEY of the servic
 
 
 def get_runtime(request: Request) -> Runtime:
+    """The runtime the app's lifespan built; 503 while the service is still starting."""
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
     if runtime is None:
         raise HTTPException(status_code=503, detail="the service is still starting")

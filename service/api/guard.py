@@ -53,6 +53,7 @@ class RequestGuard:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 401 without the key on keyed paths and 413 past `max_body_bytes`, else pass on."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

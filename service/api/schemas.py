@@ -62,6 +62,7 @@ class ChatContextIn(BaseModel):
         return self
 
     def to_record(self) -> ChatContext:
+        """The core record of this chat context (empty folder id read as none)."""
         return ChatContext(
             user_id=self.user_id,
             kind=self.kind,
@@ -126,6 +127,7 @@ class ReminderRead(BaseModel):
 
     @classmethod
     def from_record(cls, r: Reminder) -> ReminderRead:
+        """The API view of a stored reminder; `id` is its short code."""
         return cls(
             id=r.code,
             content=r.content,
@@ -142,6 +144,8 @@ class ReminderRead(BaseModel):
 
 
 class ReminderList(BaseModel):
+    """One page of reminders and how many there are in all."""
+
     items: list[ReminderRead]
     total: int
 
@@ -182,6 +186,8 @@ class ContextResponse(BaseModel):
 
 
 class HistoryMessage(BaseModel):
+    """An earlier message of the chat, given to extraction as context."""
+
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["user", "assistant"]
@@ -214,6 +220,8 @@ class TurnRequest(BaseModel):
 
 
 class TurnResponse(BaseModel):
+    """What became of a finished turn: queued for extraction, a duplicate, or skipped."""
+
     status: Literal["queued", "duplicate", "skipped"]
     detail: str
     notice: str | None = Field(
@@ -227,6 +235,8 @@ class TurnResponse(BaseModel):
 
 
 class MemoryCreate(BaseModel):
+    """A memory written by hand; `bank` defaults to Personal Memory."""
+
     model_config = ConfigDict(extra="forbid")
 
     content: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS)
@@ -239,6 +249,8 @@ class MemoryCreate(BaseModel):
 
 
 class MemoryUpdate(BaseModel):
+    """Changes to a memory; fields left out stay as they are."""
+
     model_config = ConfigDict(extra="forbid")
 
     content: str | None = Field(default=None, min_length=1, max_length=MAX_MEMORY_CHARS)
@@ -247,6 +259,8 @@ class MemoryUpdate(BaseModel):
 
 
 class MemoryRead(BaseModel):
+    """A stored memory as the API shows it."""
+
     id: uuid.UUID
     owner_kind: str
     owner_id: str
@@ -264,6 +278,7 @@ class MemoryRead(BaseModel):
 
     @classmethod
     def from_record(cls, m: Memory) -> MemoryRead:
+        """The API view of a stored memory; `assistant_id` is set for an Assistant Memory."""
         owner = assistants.parse_owner(m.owner_id) if m.bank is Bank.ASSISTANT else None
         return cls(
             assistant_id=owner[1] if owner else None,
@@ -284,11 +299,15 @@ class MemoryRead(BaseModel):
 
 
 class MemoryList(BaseModel):
+    """One page of memories and how many match in all."""
+
     items: list[MemoryRead]
     total: int
 
 
 class StatusRead(BaseModel):
+    """The service's health for `/v1/status`: the LLM, the turn queue and active memories."""
+
     llm_configured: bool
     turns_queued: int
     turns_done: int

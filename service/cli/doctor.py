@@ -51,6 +51,7 @@ class Verdict:
     sentence: str  #: what was found, in one sentence
 
     def line(self) -> str:
+        """The verdict as doctor prints it: level, check, sentence."""
         return f"{self.level:<4} {self.check}: {self.sentence}"
 
 
@@ -403,6 +404,7 @@ class AdminLogin:
 
     @property
     def given(self) -> bool:
+        """True when a token, or both an e-mail and a password, were given."""
         return bool(self.token or (self.email and self.password))
 
 

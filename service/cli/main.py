@@ -152,6 +152,7 @@ app.command("local-llm")(local_llm.local_llm_command)
 
 
 def main() -> None:  # pragma: no cover
+    """Entry point of the `memory-service` console script."""
     app(prog_name="memory-service")
 
 

@@ -85,6 +85,7 @@ class OpenWebUI:
         return owui
 
     def close(self) -> None:
+        """Close the HTTP connection pool."""
         self.client.close()
 
     def call(

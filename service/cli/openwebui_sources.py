@@ -51,6 +51,10 @@ class FunctionSource:
 
     @classmethod
     def read(cls, function_id: str, path: Path) -> FunctionSource:
+        """The function file at `path`, named and described by its frontmatter.
+
+        Raises:
+            OpenWebUIError: the file cannot be read."""
         try:
             content = path.read_text(encoding="utf-8")
         except OSError as exc:

@@ -67,7 +67,7 @@ def _pattern_choices(info: FieldInfo) -> list[str]:
 
 
 def describe_type(info: FieldInfo) -> str:
-    """The type column: `integer, ≥ 1, ≤ 200`, one of `onnx`, `torch`, `secret`, …"""
+    """The type column, such as `integer, ≥ 1, ≤ 200`, `one of onnx, torch` or `secret`."""
     plain, _ = _plain_type(info.annotation)
     choices = list(get_args(plain)) if get_origin(plain) is Literal else _pattern_choices(info)
     if choices:

@@ -88,7 +88,7 @@ class TurnText:
 
 
 def message_ref(index: int) -> str:
-    """Short ref of the `index`-th (0-based) new message of a batch: "u1", "u2", …"""
+    """Short ref of the `index`-th (0-based) new message of a batch: "u1", "u2" and so on."""
     return f"u{index + 1}"
 
 
@@ -437,8 +437,7 @@ def _parse_one(
     if not isinstance(item, dict) or not allowed_banks:
         answer.dropped.append(Drop("malformed", f"an item of type {type(item).__name__}"))
         return None
-    ref = item.get("ref", item.get("id", item.get("memory_ref")))
-    ref = str(ref).strip().strip("[]").lower() if ref not in (None, "", "null") else None
+    ref = _ref_of(item)
     raw_op = item.get("op", item.get("operation", item.get("action")))
     op = _op_kind(raw_op, answer, has_target=ref is not None and ref in refs)
     if op is None:
@@ -446,8 +445,7 @@ def _parse_one(
         return None
     if op is OpKind.NONE:
         return None  # the model's own "nothing to do": not a loss
-    content = next((item[k] for k in _CONTENT_KEYS if item.get(k)), "")
-    content = unicodedata.normalize("NFC", str(content)).strip() if content else ""
+    content = _content_of(item)
     message = str(item.get("message") or "").strip().strip("[]").lower() or None
     if ref is not None and ref not in refs and ref in message_refs:
         # a message ref where a memory ref belongs: the fact of that message, new
@@ -457,16 +455,11 @@ def _parse_one(
         op, message, ref = OpKind.NEW, message or ref, None
     if op in (OpKind.UPDATE, OpKind.DELETE) and (ref is None or ref not in refs):
         return Refusal(op, ref)
-    if op in (OpKind.NEW, OpKind.UPDATE) and not content:
-        answer.dropped.append(Drop("no_content", f"{op.value} without text"))
-        return None
-    if op in (OpKind.NEW, OpKind.UPDATE) and _FIRST_PERSON_START.match(content):
-        # the message copied as the fact ("I have a dog"); a fact that starts in the third
-        # person and quotes the user ("User said: my …") stays as written
-        rewritten = person.third_person(content)
-        if rewritten != content:
-            answer.recovered.append("first_person")
-            content = rewritten
+    if op in (OpKind.NEW, OpKind.UPDATE):
+        if not content:
+            answer.dropped.append(Drop("no_content", f"{op.value} without text"))
+            return None
+        content = _in_third_person(content, answer)
     raw_bank = item.get("bank", item.get("memory_bank"))
     if ref is not None and ref in refs and op is not OpKind.NEW and raw_bank in (None, ""):
         # no bank named: a change stays in its memory's bank (if this chat may write it)
@@ -476,29 +469,59 @@ def _parse_one(
     if bank is None:
         answer.dropped.append(Drop("bank_not_allowed", f"bank {str(raw_bank)[:40]!r}"))
         return None
+    return Operation(
+        op=op,
+        ref=ref,
+        content=content,
+        tags=_tags_of(item),
+        bank=bank,
+        confidence=_confidence_of(item),
+        message=message if message in message_refs else None,
+        inferred=str(item.get("source") or "").strip().lower() in _INFERRED,
+    )
+
+
+def _ref_of(item: dict[str, Any]) -> str | None:
+    """The item's memory or message ref, lower-cased and without brackets ("[M2]" → "m2")."""
+    ref = item.get("ref", item.get("id", item.get("memory_ref")))
+    return str(ref).strip().strip("[]").lower() if ref not in (None, "", "null") else None
+
+
+def _content_of(item: dict[str, Any]) -> str:
+    """The fact's text under the first content key that has one, NFC-normalised; "" if none."""
+    content = next((item[k] for k in _CONTENT_KEYS if item.get(k)), "")
+    return unicodedata.normalize("NFC", str(content)).strip() if content else ""
+
+
+def _in_third_person(content: str, answer: ParsedAnswer) -> str:
+    """The message copied as the fact ("I have a dog") rewritten in the third person; a fact
+    that starts in the third person and quotes the user ("User said: my …") stays as written."""
+    if not _FIRST_PERSON_START.match(content):
+        return content
+    rewritten = person.third_person(content)
+    if rewritten != content:
+        answer.recovered.append("first_person")
+    return rewritten
+
+
+def _tags_of(item: dict[str, Any]) -> tuple[str, ...]:
+    """The item's known tags (one string or a list), lower-cased, first seen first."""
     raw_tags = item.get("tags") or []
     if isinstance(raw_tags, str):
         raw_tags = [raw_tags]
     if not isinstance(raw_tags, list):
         raw_tags = []
     tags = tuple(dict.fromkeys(t.strip().lower() for t in raw_tags if isinstance(t, str)))
-    tags = tuple(t for t in tags if t in TAGS)
+    return tuple(t for t in tags if t in TAGS)
+
+
+def _confidence_of(item: dict[str, Any]) -> float:
+    """The item's confidence clamped to [0, 1]; 0.8 when missing or not a number."""
     try:
         confidence = float(item.get("confidence", 0.8))
     except (TypeError, ValueError):
         confidence = 0.8
-    confidence = min(max(confidence, 0.0), 1.0)
-    inferred = str(item.get("source") or "").strip().lower() in _INFERRED
-    return Operation(
-        op=op,
-        ref=ref,
-        content=content,
-        tags=tags,
-        bank=bank,
-        confidence=confidence,
-        message=message if message in message_refs else None,
-        inferred=inferred,
-    )
+    return min(max(confidence, 0.0), 1.0)
 
 
 _INFERRED = frozenset({"inferred", "inference", "implied", "assistant"})

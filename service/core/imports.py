@@ -136,9 +136,9 @@ _BULLET = re.compile(r"^\s*(?:[-*•·]|\d{1,3}[.)])\s+")
 
 
 def split_facts(text: str) -> list[str]:
-    """One fact a line: bullets and numbers are dropped, blank lines and repeats skipped.
+    r"""One fact a line: bullets and numbers are dropped, blank lines and repeats skipped.
 
-    "- I keep bees\\n2. My sister is Ana" → ["I keep bees", "My sister is Ana"].
+    "- I keep bees\n2. My sister is Ana" → ["I keep bees", "My sister is Ana"].
     """
     facts: list[str] = []
     seen: set[str] = set()

@@ -1,4 +1,4 @@
-"""The instruction guard: text that gives orders to the assistant is never a memory (DESIGN §5.5).
+r"""The instruction guard: text that gives orders to the assistant is never a memory (DESIGN §5.5).
 
 A memory is injected into every later chat, so a planted order would act in all of them. The
 guard refuses text that, in English or one of eight other languages (es, fr, de, it, pt,
@@ -24,7 +24,7 @@ caught part by part: each half names either a standing rule or a harmful act.
 
 Texts and patterns are compared folded (`_fold`: NFKD, accents removed, casefolded), so a
 pattern is written without accents and in lower case; patterns avoid upper-case escapes
-(`\\S`, `\\W`), which folding would turn into their opposites.
+(`\S`, `\W`), which folding would turn into their opposites.
 
 Measured on `tests/corpora/instructions.json` (instructions refused, preferences kept).
 """

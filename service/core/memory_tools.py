@@ -97,6 +97,7 @@ def no_memory_here(chat: ChatContext) -> str | None:
 
 
 def search_text(chat: ChatContext, query: str, found: Sequence[Memory]) -> str:
+    """memory_search's answer: the found memories one a line, or why none is shown."""
     if not found:
         return f"No memory matches “{query}”.{hidden_note(chat)}"
     lines = "\n".join(memory_item(m) for m in found)
@@ -126,10 +127,12 @@ def unknown_bank_text(reason: str) -> str:
 
 
 def added_text(memory: Memory) -> str:
+    """memory_add's answer for a stored memory: its bank, id and text."""
     return f"Remembered in {memory.bank.label} as {text.short_id(memory)}: {memory.content}"
 
 
 def duplicate_text(memory: Memory | None) -> str:
+    """memory_add's answer when the fact is already remembered (`memory` None: no id to show)."""
     if memory is None:
         return "Already remembered: nothing new was stored."
     return f"Already remembered as {text.short_id(memory)}: {memory.content}"
@@ -144,14 +147,17 @@ EMPTY_TEXT = "Not remembered: the text is empty."
 
 
 def forgotten_text(memory: Memory) -> str:
+    """memory_forget's answer for a forgotten memory."""
     return f"Forgot {text.short_id(memory)}: {memory.content}"
 
 
 def not_an_id_text(token: str) -> str:
+    """memory_forget's answer when `token` is not a short id."""
     return f"“{token}” is not a memory id; use an id that memory_search showed."
 
 
 def not_found_text(chat: ChatContext, token: str) -> str:
+    """memory_forget's answer when no memory with that id may be forgotten in this chat."""
     return (
         f"No memory {token.strip().lstrip('#')} can be forgotten in this chat; search first and "
         f"use an id it shows.{hidden_note(chat)}"
@@ -159,6 +165,7 @@ def not_found_text(chat: ChatContext, token: str) -> str:
 
 
 def forget_refused_text(chat: ChatContext) -> str:
+    """memory_forget's answer when this chat may not change memories."""
     if chat.kind is ChatKind.TEMPORARY:
         return (
             "Not forgotten: memories are not changed from a temporary chat (the user can type "

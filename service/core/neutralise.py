@@ -143,8 +143,8 @@ def _bracket(char: str) -> str:
 
 
 def _replace_on_skeleton(text: str, pattern: re.Pattern[str], replacement: str) -> str:
-    """`text` with each span whose skeleton matches `pattern` replaced by `replacement`
-    (`\\1`-style groups are not supported: the replacement is literal)."""
+    r"""`text` with each span whose skeleton matches `pattern` replaced by `replacement`
+    (`\1`-style groups are not supported: the replacement is literal)."""
     skel, origin = skeleton(text)
     spans = [
         (origin[m.start()], origin[m.end() - 1] + 1)

@@ -77,6 +77,6 @@ def passed_on(content: str, *, stated_on: date, today: date) -> date | None:
 
 
 def past_mark(content: str, *, stated_on: date, today: date) -> str:
-    """ " (past: 2026-03-11 is before today, 2026-03-20)" for a past event, else ""."""
+    """A note for a past event, " (past: 2026-03-11 is before today, 2026-03-20)", else ""."""
     day = passed_on(content, stated_on=stated_on, today=today)
     return f" (past: {day:%Y-%m-%d} is before today, {today:%Y-%m-%d})" if day else ""

@@ -218,7 +218,7 @@ def _context_trigger(rest: str) -> tuple[Trigger, str] | None:
 
 
 def _split_cue(text: str) -> tuple[str, str]:
-    """ "the garden to buy seeds" → ("the garden", "buy seeds"); a comma wins over "to"."""
+    """Place and task: "the garden to buy seeds" → ("the garden", "buy seeds"); "," beats "to"."""
     comma = text.find(",")
     if comma >= 0:
         return text[:comma], text[comma + 1 :]
@@ -280,7 +280,7 @@ def _time_words(words: list[str]) -> str:
 
 
 def _parse(text: str, *, base: datetime, zone_name: str) -> datetime | None:
-    """dateparser's reading of `text` as local wall time in the user's zone, or None."""
+    """The dateparser reading of `text` as local wall time in the user's zone, or None."""
     if not text or _NOT_IN_TIME.search(text) or _NOT_LAST_IN_TIME.match(text.split()[-1]):
         return None
     try:

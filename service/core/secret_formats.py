@@ -191,15 +191,28 @@ def format_hits(text: str) -> Iterator[Hit]:
     """Every secret of the formats above in `text`."""
     for match in _PROVIDER.finditer(text):
         yield Hit(match.start(), match.end(), "key")
+    yield from _prefixed_hits(text)
+    yield from _group_hits(_QUERY_SECRET, text, 2, "key")
+    yield from _group_hits(_OTPAUTH, text, 3, "key")
+    yield from _group_hits(_WIFI, text, 2, "password")
+    yield from _group_hits(_KEY_VALUE, text, 2, "password")
+    yield from _command_hits(text)
+    for match in _BASE32_GROUPS.finditer(text):
+        yield Hit(match.start(), match.end(), "key")
+    yield from _wallet_hits(text)
+
+
+def _prefixed_hits(text: str) -> Iterator[Hit]:
+    """Prefixed tokens whose body looks random (digest prefixes such as `sha256-` excluded)."""
     for match in _PREFIXED.finditer(text):
         if match.group("prefix").casefold() in _DIGEST_PREFIXES:
             continue
         if base64_entropy(match.group("body")) >= 3.5:
             yield Hit(match.start(), match.end(), "key")
-    yield from _group_hits(_QUERY_SECRET, text, 2, "key")
-    yield from _group_hits(_OTPAUTH, text, 3, "key")
-    yield from _group_hits(_WIFI, text, 2, "password")
-    yield from _group_hits(_KEY_VALUE, text, 2, "password")
+
+
+def _command_hits(text: str) -> Iterator[Hit]:
+    """Passwords given to commands, unquoted; placeholders and variables are not secrets."""
     for pattern in _COMMANDS:
         for match in pattern.finditer(text):
             if _NOT_SECRET_SUFFIX.search(match.group(1)):
@@ -209,8 +222,10 @@ def format_hits(text: str) -> Iterator[Hit]:
             if value in _EMPTYISH or value.startswith(("$", "%", "{{", "<")):
                 continue
             yield Hit(start, end, "password")
-    for match in _BASE32_GROUPS.finditer(text):
-        yield Hit(match.start(), match.end(), "key")
+
+
+def _wallet_hits(text: str) -> Iterator[Hit]:
+    """WIF and extended private keys random enough not to be a word run."""
     for pattern in (_WIF, _XPRV):
         for match in pattern.finditer(text):
             if base64_entropy(match.group(0)) > 4.0:

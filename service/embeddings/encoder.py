@@ -232,5 +232,6 @@ class Encoder:
         return one
 
     def close(self) -> None:
+        """Stop both worker threads; encodings still queued are cancelled."""
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._bulk_executor.shutdown(wait=False, cancel_futures=True)

@@ -103,7 +103,7 @@ async def _list(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comma
 
 
 def _assistant_title(chat: ChatContext) -> str | None:
-    """ "Assistant Memory of Coding Helper" in a chat with an assistant that has its own
+    """The label "Assistant Memory of Coding Helper" in a chat with an assistant that has its own
     memory (escaped for Markdown), else None."""
     if not chat.assistant_id:
         return None

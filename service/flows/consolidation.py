@@ -133,9 +133,11 @@ class RunReport:
 
     @property
     def failed(self) -> bool:
+        """True when the run stopped early or any owner failed."""
         return self.stopped is not None or any(r.outcome is Outcome.FAILED for r in self.results)
 
     def count(self, outcome: Outcome) -> int:
+        """How many owners ended with `outcome`."""
         return sum(r.outcome is outcome for r in self.results)
 
 

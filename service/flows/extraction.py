@@ -764,6 +764,9 @@ def _within_limits(parsed: ParsedAnswer) -> ParsedAnswer:
     return dataclasses.replace(parsed, operations=capped.kept)
 
 
+_ACTOR = "extraction"  #: the audit log's actor for everything extraction writes
+
+
 async def _apply(
     rt: Runtime,
     session: AsyncSession,
@@ -792,52 +795,17 @@ async def _apply(
     cell = scope.scope_for(op.bank)
     if cell is None:
         return 0
-    actor = "extraction"
     if op.op is OpKind.DELETE:
-        archived = refs[op.ref or ""]
-        if guard.changed(archived):
-            return 0
-        if guard.restated.get(archived.id, -1) >= guard.index:
-            log.info("DELETE of %s dropped: the same batch states it again", archived.id)
-            observability.record_dropped_operations("restated")
-            return 0
-        if not await memories.set_status(
-            session,
-            memory_id=archived.id,
-            status=Status.ARCHIVED,
-            at=now,
-            expected_version=archived.version,
-        ):
-            return 0
-        guard.applied(archived, Status.ARCHIVED)
-        await audit.record(
-            session,
-            memory_id=archived.id,
-            owner_id=archived.owner_id,
-            actor=actor,
-            action="archive",
-            reason="the user said it is no longer true",
-            before=audit.snapshot(archived),
-        )
+        await _archive(session, refs[op.ref or ""], now=now, guard=guard)
         return 0
-    content = unicodedata.normalize("NFC", safety.redact_secrets(op.content)).strip()
-    if not content or safety.looks_like_instruction(content) or _mostly_redacted(content):
-        log.info("extraction proposed an instruction-like or secret-only fact; not stored")
-        observability.record_dropped_operations("instruction_like")
+    content = _storable_content(op.content)
+    if content is None:
         return 0
     target = refs.get(op.ref or "") if op.op is OpKind.UPDATE else None
     if target is not None and guard.changed(target):
         return 0
     vector = await rt.encoder.encode_one(content)
-    if (
-        asked is not None
-        and rt.settings.extraction_support_check
-        and not _backed(content, np.asarray(vector), asked)
-    ):
-        return 0
-    if await guard.gone.repeats(content, np.asarray(vector), guard.index):
-        log.info("extraction restated a memory forgotten meanwhile; not stored")
-        observability.record_dropped_operations("forgotten_content")
+    if not await _still_wanted(rt, content, np.asarray(vector), guard=guard, asked=asked):
         return 0
     if target is not None and not reconcile.on_topic(
         content, target.content, await _cosine(rt, vector, target.content)
@@ -845,44 +813,13 @@ async def _apply(
         log.info("an UPDATE of %s is about something else; written as a new fact", target.id)
         observability.record_recovered_operation("update_off_target")
         target = None
-    neighbours = await memory_search.search(
-        session, scope=scope.as_read_scope(), query_vector=vector, limit=5
-    )
-    pairs = [(c.memory, c.cosine) for c in neighbours if target is None or c.memory.id != target.id]
-    relations = [
-        (
-            memory,
-            reconcile.relation(
-                content,
-                memory.content,
-                cosine,
-                text_threshold=rt.settings.dedup_text_ratio,
-                cosine_threshold=rt.settings.dedup_cosine,
-            ),
-        )
-        for memory, cosine in pairs
-    ]
+    relations = await _relations(rt, session, content, vector, scope=scope, target=target)
     duplicate = next((m for m, r in relations if r is reconcile.Relation.SAME), None)
-    if duplicate is None and target is None:
-        target = _contradicted(relations, cell, guard)
     if duplicate is not None:
-        # Said again: the fact is more certain now (case 11: one row, higher confidence).
-        guard.restated[duplicate.id] = max(guard.restated.get(duplicate.id, -1), guard.index)
-        raised = dedup.confirmed_confidence(duplicate.confidence)
-        if raised > duplicate.confidence and await memories.set_confidence(
-            session, memory_id=duplicate.id, confidence=raised, at=now
-        ):
-            await audit.record(
-                session,
-                memory_id=duplicate.id,
-                owner_id=duplicate.owner_id,
-                actor=actor,
-                action="confirm",
-                reason=f"stated again in chat {chat.chat_id}",
-                before={"confidence": duplicate.confidence},
-                after={"confidence": raised},
-            )
+        await _confirm(session, duplicate, chat=chat, now=now, guard=guard)
         return 0
+    if target is None:
+        target = _contradicted(relations, cell, guard)
     if target is not None and dedup.is_unchanged(content, target.content):
         return 0  # any other difference is a correction, one letter included (DESIGN §5.4)
     new = await memories.insert(
@@ -901,14 +838,120 @@ async def _apply(
         embedding_model=rt.encoder.model_name,
     )
     await audit.record_created(
-        session, new, actor=actor, reason=f"extracted from chat {chat.chat_id}"
+        session, new, actor=_ACTOR, reason=f"extracted from chat {chat.chat_id}"
     )
     if target is not None:
         # a shown target is locked and was checked above; a contradicted neighbour is
         # superseded only at the version read (an edit or forget meanwhile wins)
-        await versions.supersede(session, old=target, new=new, at=now, actor=actor)
+        await versions.supersede(session, old=target, new=new, at=now, actor=_ACTOR)
         guard.applied(target, Status.SUPERSEDED)
     return 1
+
+
+async def _archive(
+    session: AsyncSession, archived: Memory, *, now: datetime, guard: _Guard
+) -> None:
+    """A DELETE: archive the shown memory unless it changed meanwhile or the batch restates it."""
+    if guard.changed(archived):
+        return
+    if guard.restated.get(archived.id, -1) >= guard.index:
+        log.info("DELETE of %s dropped: the same batch states it again", archived.id)
+        observability.record_dropped_operations("restated")
+        return
+    if not await memories.set_status(
+        session,
+        memory_id=archived.id,
+        status=Status.ARCHIVED,
+        at=now,
+        expected_version=archived.version,
+    ):
+        return
+    guard.applied(archived, Status.ARCHIVED)
+    await audit.record(
+        session,
+        memory_id=archived.id,
+        owner_id=archived.owner_id,
+        actor=_ACTOR,
+        action="archive",
+        reason="the user said it is no longer true",
+        before=audit.snapshot(archived),
+    )
+
+
+def _storable_content(proposed: str) -> str | None:
+    """The fact's text, secrets redacted and NFC-normalised; None (counted) when nothing is
+    left, or it reads as an instruction or is mostly redacted."""
+    content = unicodedata.normalize("NFC", safety.redact_secrets(proposed)).strip()
+    if not content or safety.looks_like_instruction(content) or _mostly_redacted(content):
+        log.info("extraction proposed an instruction-like or secret-only fact; not stored")
+        observability.record_dropped_operations("instruction_like")
+        return None
+    return content
+
+
+async def _still_wanted(
+    rt: Runtime, content: str, vector: np.ndarray, *, guard: _Guard, asked: _Asked | None
+) -> bool:
+    """False when the batch's user messages do not back the fact (with the support check on)
+    or it restates a memory forgotten during the call (forget wins)."""
+    if asked is not None and rt.settings.extraction_support_check:
+        if not _backed(content, vector, asked):
+            return False
+    if await guard.gone.repeats(content, vector, guard.index):
+        log.info("extraction restated a memory forgotten meanwhile; not stored")
+        observability.record_dropped_operations("forgotten_content")
+        return False
+    return True
+
+
+async def _relations(
+    rt: Runtime,
+    session: AsyncSession,
+    content: str,
+    vector: np.ndarray,
+    *,
+    scope: WriteScope,
+    target: Memory | None,
+) -> list[tuple[Memory, reconcile.Relation]]:
+    """How the fact relates to its 5 nearest active memories in scope (the target left out)."""
+    neighbours = await memory_search.search(
+        session, scope=scope.as_read_scope(), query_vector=vector, limit=5
+    )
+    pairs = [(c.memory, c.cosine) for c in neighbours if target is None or c.memory.id != target.id]
+    return [
+        (
+            memory,
+            reconcile.relation(
+                content,
+                memory.content,
+                cosine,
+                text_threshold=rt.settings.dedup_text_ratio,
+                cosine_threshold=rt.settings.dedup_cosine,
+            ),
+        )
+        for memory, cosine in pairs
+    ]
+
+
+async def _confirm(
+    session: AsyncSession, duplicate: Memory, *, chat: ChatContext, now: datetime, guard: _Guard
+) -> None:
+    """Said again: the fact is more certain now (case 11: one row, higher confidence)."""
+    guard.restated[duplicate.id] = max(guard.restated.get(duplicate.id, -1), guard.index)
+    raised = dedup.confirmed_confidence(duplicate.confidence)
+    if raised > duplicate.confidence and await memories.set_confidence(
+        session, memory_id=duplicate.id, confidence=raised, at=now
+    ):
+        await audit.record(
+            session,
+            memory_id=duplicate.id,
+            owner_id=duplicate.owner_id,
+            actor=_ACTOR,
+            action="confirm",
+            reason=f"stated again in chat {chat.chat_id}",
+            before={"confidence": duplicate.confidence},
+            after={"confidence": raised},
+        )
 
 
 async def _cosine(rt: Runtime, vector: object, text: str) -> float:

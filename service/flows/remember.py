@@ -162,35 +162,11 @@ async def _remember(
     proposed: list[tuple[Bank | None, str, tuple[str, ...]]] | None = None
     if rt.llm.configured:
         proposed, shown = await _extract(rt, chat, scope_cells, role, content, context, at)
-    refused: list[Refusal] = []
-    not_allowed = 0
-    facts: list[tuple[Bank, str, tuple[str, ...]]] = []
-    if proposed is None:  # no LLM, or it failed: the message itself is the memory
-        kept = policy.guard(content, role=role)
-        bank = policy.default_bank(privacy_scope(scope_cells))
-        if isinstance(kept, Refusal):
-            refused.append(kept)
-        elif bank is not None:
-            facts.append((bank, kept, ()))
-    else:
-        for bank_or_none, fact, tags in proposed:
-            if bank_or_none is None or bank_or_none not in scope_cells:
-                not_allowed += 1
-                continue
-            # extracted facts already speak of "User"; only the guards apply
-            kept = policy.guard(fact, role=Role.ASSISTANT)
-            if isinstance(kept, Refusal):
-                refused.append(kept)
-                continue
-            facts.append((bank_or_none, kept, tags))
-    verdicts = await planted_check.verdicts(rt, [f for _, f, _ in facts])
-    refused += [Refusal.INSTRUCTION for v in verdicts if v.refused]
-    facts = [f for f, v in zip(facts, verdicts, strict=True) if not v.refused]
-    vectors: Any = await rt.encoder.encode([f for _, f, _ in facts]) if facts else []
-    planned = [
-        _Fact(bank, fact, tags, np.asarray(vectors[i], dtype=np.float32))
-        for i, (bank, fact, tags) in enumerate(facts)
-    ]
+    facts, refused, not_allowed = _guarded_facts(
+        proposed, content=content, role=role, scope_cells=scope_cells
+    )
+    planned, planted = await _plan(rt, facts)
+    refused += planted
     shown_vectors = (
         np.asarray(await rt.encoder.encode([m.content for m in shown])) if shown else None
     )
@@ -242,6 +218,56 @@ async def _remember(
         await profile_flow.request_refresh(rt, user_id=chat.user_id)
     outcome, line = policy.status_line(tally)
     return RememberResult(outcome, line, tally.written or tally.known)
+
+
+def _guarded_facts(
+    proposed: list[tuple[Bank | None, str, tuple[str, ...]]] | None,
+    *,
+    content: str,
+    role: Role,
+    scope_cells: dict[Bank, Scope],
+) -> tuple[list[tuple[Bank, str, tuple[str, ...]]], list[Refusal], int]:
+    """The facts the guards let through as (bank, text, tags), the refusals, and how many
+    facts named a bank this click may not write. `proposed` None (no LLM, or it failed):
+    the message itself is the one fact."""
+    refused: list[Refusal] = []
+    facts: list[tuple[Bank, str, tuple[str, ...]]] = []
+    if proposed is None:
+        kept = policy.guard(content, role=role)
+        bank = policy.default_bank(privacy_scope(scope_cells))
+        if isinstance(kept, Refusal):
+            refused.append(kept)
+        elif bank is not None:
+            facts.append((bank, kept, ()))
+        return facts, refused, 0
+    not_allowed = 0
+    for bank_or_none, fact, tags in proposed:
+        if bank_or_none is None or bank_or_none not in scope_cells:
+            not_allowed += 1
+            continue
+        # extracted facts already speak of "User"; only the guards apply
+        kept = policy.guard(fact, role=Role.ASSISTANT)
+        if isinstance(kept, Refusal):
+            refused.append(kept)
+            continue
+        facts.append((bank_or_none, kept, tags))
+    return facts, refused, not_allowed
+
+
+async def _plan(
+    rt: Runtime, facts: list[tuple[Bank, str, tuple[str, ...]]]
+) -> tuple[list[_Fact], list[Refusal]]:
+    """The facts the planted-instruction check lets through, embedded ((d,) float32 each),
+    and one INSTRUCTION refusal per fact it refused."""
+    verdicts = await planted_check.verdicts(rt, [f for _, f, _ in facts])
+    refused = [Refusal.INSTRUCTION for v in verdicts if v.refused]
+    facts = [f for f, v in zip(facts, verdicts, strict=True) if not v.refused]
+    vectors: Any = await rt.encoder.encode([f for _, f, _ in facts]) if facts else []
+    planned = [
+        _Fact(bank, fact, tags, np.asarray(vectors[i], dtype=np.float32))
+        for i, (bank, fact, tags) in enumerate(facts)
+    ]
+    return planned, refused
 
 
 def privacy_scope(cells: dict[Bank, Scope]) -> WriteScope:

@@ -47,13 +47,14 @@ class Runtime:
     )
 
     def session_url(self) -> str:
-        """libpq URL of a direct connection for LISTEN and session locks (`direct_url`, else
+        """The libpq URL of a direct connection for LISTEN and session locks (`direct_url`, else
         the engine's own URL)."""
         return self.direct_url or libpq_url(
             self.db.engine.url.render_as_string(hide_password=False)
         )
 
     def ranking_params(self, budget_tokens: int | None = None) -> RankingParams:
+        """The read path's knobs from the settings; `budget_tokens` overrides the context budget."""
         s = self.settings
         return RankingParams(
             relevance_threshold=s.relevance_threshold,

@@ -37,12 +37,14 @@ EXTRACTION_QUEUE = "extraction"
 
 
 def chat_to_json(chat: ChatContext) -> dict[str, Any]:
+    """The chat context as a JSON object for the job queue."""
     data = asdict(chat)
     data["kind"] = chat.kind.value
     return data
 
 
 def chat_from_json(data: dict[str, Any]) -> ChatContext:
+    """The chat context back from `chat_to_json`'s object."""
     return ChatContext(**{**data, "kind": ChatKind(data["kind"])})
 
 

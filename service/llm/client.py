@@ -122,6 +122,7 @@ class LLMClient:
 
     @property
     def configured(self) -> bool:
+        """True when both an LLM base URL and a model are set."""
         return bool(self.base_url and self.model)
 
     async def complete(
@@ -194,4 +195,5 @@ class LLMClient:
             raise LLMUnavailable(f"the LLM at {self.base_url} is unreachable: {exc!r}") from exc
 
     async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
         await self._http.aclose()

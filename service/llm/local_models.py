@@ -48,6 +48,7 @@ class LocalModel:
 
     @property
     def packages(self) -> list[str]:
+        """The package specifiers to install, in order."""
         return [spec for spec, _ in self.parts]
 
 

@@ -319,4 +319,5 @@ class Database:
             raise unreachable(exc) from exc
 
     async def dispose(self) -> None:
+        """Close the engine's connections."""
         await self.engine.dispose()

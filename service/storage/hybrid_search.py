@@ -72,7 +72,7 @@ def hnsw_ef_search(floor: int, limit: int) -> int:
     return min(max(floor, 2 * limit), HNSW_MAX_EF_SEARCH)
 
 
-async def candidates(
+async def candidates(  # noqa: C901 -- refactor pending: rpath is changing this search (complexity 14)
     session: AsyncSession,
     *,
     scope: ReadScope,

@@ -151,6 +151,7 @@ def scope_filter(scope: ReadScope) -> ColumnElement[bool]:
 
 
 def query_vector_param(vector: np.ndarray | None = None) -> BindParameter[Any]:
+    """The `:query_vector` parameter, a (d,) float32 vector; None binds NULL."""
     return bindparam(
         "query_vector",
         None if vector is None else np.asarray(vector, dtype=np.float32),
@@ -159,10 +160,12 @@ def query_vector_param(vector: np.ndarray | None = None) -> BindParameter[Any]:
 
 
 def active_in(scope: ReadScope) -> ColumnElement[bool]:
+    """SQL condition: an active memory in one of `scope`'s cells."""
     return and_(scope_filter(scope), TABLE.c.status == Status.ACTIVE.value)
 
 
 def active_cell(cell: Scope) -> ColumnElement[bool]:
+    """SQL condition: an active memory of exactly this cell."""
     return and_(
         TABLE.c.owner_kind == cell.owner_kind.value,
         TABLE.c.owner_id == cell.owner_id,
@@ -172,12 +175,14 @@ def active_cell(cell: Scope) -> ColumnElement[bool]:
 
 
 def owned(scope: ReadScope, statuses: Sequence[Status]) -> Select[MemoryRow]:
+    """Memories of `scope`'s cells whose status is one of `statuses`."""
     return select(MemoryRow).where(
         scope_filter(scope), MemoryRow.status.in_([s.value for s in statuses])
     )
 
 
 def cell_param(prefix: str) -> ColumnElement[bool]:
+    """SQL condition: an active memory of the cell bound as `{prefix}_kind/_owner/_bank`."""
     # equalities whose bound values imply the predicate of the cell's own partial indexes
     return and_(
         TABLE.c.owner_kind == bindparam(f"{prefix}_kind"),
@@ -188,6 +193,7 @@ def cell_param(prefix: str) -> ColumnElement[bool]:
 
 
 def union_parts(parts: list[Select[Any]]) -> Any:
+    """One SELECT, or the UNION ALL of several."""
     return union_all(*parts) if len(parts) > 1 else parts[0]
 
 

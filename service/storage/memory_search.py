@@ -100,7 +100,7 @@ _OR_QUERY_SQL = """(SELECT
 
 
 def or_query(text: str | None) -> TextClause:
-    """tsquery matching any word of `text`, English-stemmed or as written.
+    """A tsquery matching any word of `text`, English-stemmed or as written.
 
     The halves match the two halves of the stored tsvector ('english' || 'simple'): stems
     find "bikes" for "bike", words as written find names, ids and other languages. English

@@ -35,6 +35,8 @@ TSV_EXPRESSION = "to_tsvector('english', content) || to_tsvector('simple', conte
 
 
 class Base(DeclarativeBase):
+    """The declarative base of the service's tables."""
+
     # Every model here is one declared table, so statements may take `Row.__table__` as one
     # (DeclarativeBase types it as the wider FromClause).
     __table__: ClassVar[Table]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -49,7 +50,8 @@ def _post(
         },
     )
     assert response.status_code == 202, response.text
-    return response.json()
+    answer: dict[str, Any] = response.json()
+    return answer
 
 
 def _extraction_requests(llm: LLMStub) -> list[list[str]]:
@@ -63,8 +65,8 @@ async def _rows(conn: psycopg.AsyncConnection, sql: str) -> list[tuple[Any, ...]
 
 
 async def test_five_messages_make_one_extraction_call(
-    service_factory,
-    db_conn: psycopg.AsyncConnection,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
+    db_conn: psycopg.AsyncConnection,
 ) -> None:
     with LLMStub(responder=by_message(RULES)) as llm:
         live = service_factory(
@@ -116,7 +118,7 @@ async def test_five_messages_make_one_extraction_call(
 
 
 async def test_long_messages_reach_the_token_threshold_first(
-    service_factory,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
 ) -> None:
     first = "I restore old sailing boats; " * 12
     second = "my current project is a 1962 wooden sloop called Petrel; " * 8
@@ -137,7 +139,9 @@ async def test_long_messages_reach_the_token_threshold_first(
     assert requests == [[first, second]]
 
 
-def test_a_quiet_chat_is_extracted_by_its_scheduled_check(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_quiet_chat_is_extracted_by_its_scheduled_check(
+    service_factory: Callable[..., LiveService],
+) -> None:
     with LLMStub(responder=by_message(RULES)) as llm:
         live = service_factory(
             LLM_BASE_URL=llm.base_url,
@@ -152,7 +156,7 @@ def test_a_quiet_chat_is_extracted_by_its_scheduled_check(service_factory) -> No
     assert (status["turns_done"], status["memories_active"]) == (2, 2)
 
 
-def test_remember_that_is_extracted_at_once(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_remember_that_is_extracted_at_once(service_factory: Callable[..., LiveService]) -> None:
     with LLMStub(responder=by_message(RULES)) as llm:
         live = service_factory(
             LLM_BASE_URL=llm.base_url,
@@ -173,7 +177,9 @@ def test_remember_that_is_extracted_at_once(service_factory) -> None:  # type: i
     ]
 
 
-def test_the_same_messages_handed_over_again_are_processed_once(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_the_same_messages_handed_over_again_are_processed_once(
+    service_factory: Callable[..., LiveService],
+) -> None:
     """A replay under new message ids (e.g. a client that lost them) is recognised by hash."""
     with LLMStub(responder=by_message(RULES)) as llm:
         live = service_factory(
@@ -204,7 +210,9 @@ def test_the_same_messages_handed_over_again_are_processed_once(service_factory)
     assert (after["turns_done"], after["turns_queued"], after["memories_active"]) == (4, 0, 4)
 
 
-def test_the_newest_turn_waits_while_the_chat_is_active(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_the_newest_turn_waits_while_the_chat_is_active(
+    service_factory: Callable[..., LiveService],
+) -> None:
     with LLMStub(responder=by_message(RULES)) as llm:
         live = service_factory(
             LLM_BASE_URL=llm.base_url,
@@ -220,7 +228,9 @@ def test_the_newest_turn_waits_while_the_chat_is_active(service_factory) -> None
     assert requests == [[FACTS[0][0], FACTS[1][0]], [FACTS[2][0]]]  # the last when quiet
 
 
-def test_senders_of_a_shared_chat_are_batched_apart(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_senders_of_a_shared_chat_are_batched_apart(
+    service_factory: Callable[..., LiveService],
+) -> None:
     """DESIGN §3: one batch, one sender; facts land in the speaker's own Interaction Patterns."""
     rules = {
         "bullet": [new_op("Prefers bullet points", bank="interaction_patterns")],
@@ -274,7 +284,9 @@ def test_senders_of_a_shared_chat_are_batched_apart(service_factory) -> None:  #
     }
 
 
-def test_a_waiting_batch_survives_a_restart_and_is_extracted_once(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_waiting_batch_survives_a_restart_and_is_extracted_once(
+    service_factory: Callable[..., LiveService],
+) -> None:
     with LLMStub(responder=by_message(RULES)) as llm:
         settings = {
             "LLM_BASE_URL": llm.base_url,
@@ -303,8 +315,8 @@ async def _quiet_checks_done(db_conn: psycopg.AsyncConnection) -> bool:
 
 
 async def test_waiting_turns_of_a_deleted_chat_or_user_are_never_extracted(
-    service_factory,
-    db_conn: psycopg.AsyncConnection,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
+    db_conn: psycopg.AsyncConnection,
 ) -> None:
     other = {**CHAT, "chat_id": "chat-kept"}
     with LLMStub(responder=by_message(RULES)) as llm:
@@ -350,8 +362,8 @@ async def test_waiting_turns_of_a_deleted_chat_or_user_are_never_extracted(
 
 
 async def test_forget_all_also_forgets_what_was_said_but_not_extracted_yet(
-    service_factory,
-    db_conn: psycopg.AsyncConnection,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
+    db_conn: psycopg.AsyncConnection,
 ) -> None:
     with LLMStub(responder=by_message(RULES)) as llm:
         live = service_factory(
@@ -377,8 +389,8 @@ async def test_forget_all_also_forgets_what_was_said_but_not_extracted_yet(
 
 
 async def test_forget_all_with_nothing_stored_yet_forgets_what_is_still_waiting(
-    service_factory,
-    db_conn: psycopg.AsyncConnection,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
+    db_conn: psycopg.AsyncConnection,
 ) -> None:
     """A new user states facts and runs `/memory forget all` before the batch is read: no
     memory exists yet, but nothing of what they said may be remembered later."""

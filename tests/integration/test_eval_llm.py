@@ -32,9 +32,7 @@ def _client(stub: LLMStub, waits: list[float], **settings: Any) -> ChatClient:
 async def test_rate_limits_and_server_errors_are_retried_with_doubling_waits(
     stub: LLMStub,
 ) -> None:
-    stub.responder = in_sequence(  # type: ignore[arg-type]
-        [StubReply(status=429), StubReply(status=503), "Porto"]  # type: ignore[list-item]
-    )
+    stub.responder = in_sequence([StubReply(status=429), StubReply(status=503), "Porto"])
     waits: list[float] = []
     client = _client(stub, waits)
 
@@ -54,11 +52,11 @@ async def test_rate_limits_and_server_errors_are_retried_with_doubling_waits(
 
 
 async def test_a_retry_after_header_is_waited_for_but_capped(stub: LLMStub) -> None:
-    stub.responder = in_sequence(  # type: ignore[arg-type]
+    stub.responder = in_sequence(
         [
-            StubReply(status=429, headers={"Retry-After": "7"}),  # type: ignore[list-item]
-            StubReply(status=429, headers={"Retry-After": "3600"}),  # type: ignore[list-item]
-            StubReply(status=429, headers={"Retry-After": "soon"}),  # type: ignore[list-item]
+            StubReply(status=429, headers={"Retry-After": "7"}),
+            StubReply(status=429, headers={"Retry-After": "3600"}),
+            StubReply(status=429, headers={"Retry-After": "soon"}),
             "ok",
         ]
     )

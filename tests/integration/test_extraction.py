@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -22,11 +23,13 @@ def llm() -> Iterator[LLMStub]:
 
 
 @pytest.fixture
-def extracting(service_factory, llm: LLMStub) -> LiveService:  # type: ignore[no-untyped-def]
+def extracting(service_factory: Callable[..., LiveService], llm: LLMStub) -> LiveService:
     return service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="stub-model", LLM_API_KEY="x")
 
 
-def _turn(message: str, msg_id: str, chat: dict | None = None, **extra: object) -> dict:
+def _turn(
+    message: str, msg_id: str, chat: dict[str, Any] | None = None, **extra: object
+) -> dict[str, Any]:
     return {
         "chat": chat or CHAT,
         "user_message_id": msg_id,
@@ -75,8 +78,8 @@ def test_json_mode_object_yields_every_fact_of_a_multi_fact_message(
     ],
 )
 def test_reasoning_blocks_and_code_fences_are_stripped(
-    service_factory,
-    wrapped: str,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
+    wrapped: str,
 ) -> None:
     """Case 7 (a), (b)."""
     payload = json.dumps(
@@ -105,9 +108,9 @@ def test_reasoning_blocks_and_code_fences_are_stripped(
     ],
 )
 async def test_truncated_or_missing_json_is_retried_once_then_fails_without_partial_write(
-    service_factory,
+    service_factory: Callable[..., LiveService],
     db_conn: psycopg.AsyncConnection,
-    bad_answer: str,  # type: ignore[no-untyped-def]
+    bad_answer: str,
 ) -> None:
     """Case 7 (c): one repair retry, then the turn fails visibly and nothing is written."""
     with LLMStub(responder=lambda _: bad_answer) as stub:
@@ -123,7 +126,9 @@ async def test_truncated_or_missing_json_is_retried_once_then_fails_without_part
     assert row == [("failed", True)], "a failed turn keeps its text so it can be retried"
 
 
-def test_failed_turns_reach_admins_in_the_next_turns_admin_notice(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_failed_turns_reach_admins_in_the_next_turns_admin_notice(
+    service_factory: Callable[..., LiveService],
+) -> None:
     from service.flows import status as status_flow
 
     with LLMStub(responder=lambda _: "I cannot answer in JSON, sorry.") as stub:
@@ -141,7 +146,7 @@ def test_failed_turns_reach_admins_in_the_next_turns_admin_notice(service_factor
     )
 
 
-def test_repairable_json_is_repaired(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_repairable_json_is_repaired(service_factory: Callable[..., LiveService]) -> None:
     answer = "{'operations': [{'op': 'NEW', 'content': 'User works nights', 'bank': 'personal',},]}"
     with LLMStub(responder=lambda _: answer) as stub:
         live = service_factory(LLM_BASE_URL=stub.base_url, LLM_MODEL="m")
@@ -255,8 +260,8 @@ def test_without_an_llm_turns_wait_and_the_status_says_why(service: LiveService)
 
 
 def test_turns_waiting_without_an_llm_are_extracted_once_one_is_configured(
-    service_factory,
-    llm: LLMStub,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
+    llm: LLMStub,
 ) -> None:
     first = service_factory()
     first.client.post("/v1/turns", json=_turn("I keep bees", "m1"))

@@ -5,7 +5,7 @@ another owner's rows. Real PostgreSQL + pgvector, real embedding model."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,12 @@ async def runtime(
         yield build
 
 
+async def _connect(rt: Runtime, *, autocommit: bool = False) -> psycopg.AsyncConnection[Any]:
+    """A connection of its own to the runtime's database (the tests always set its URL)."""
+    assert rt.settings.database_url is not None
+    return await psycopg.AsyncConnection.connect(rt.settings.database_url, autocommit=autocommit)
+
+
 async def store(rt: Runtime, cell: Scope, texts: list[str]) -> list[int]:
     """Insert `texts` as active memories of `cell`, embedded by the real model; their seqs."""
     vectors = await rt.encoder.encode(texts)
@@ -152,12 +158,16 @@ async def plan_of(rt: Runtime, scope: ReadScope, question: str, limit: int) -> s
     lines: list[str] = []
     engine = rt.db.engine.sync_engine
 
-    def explain(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+    def explain(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+    ) -> tuple[str, Any]:
         if "nearest" in statement and not lines:
             statement = "EXPLAIN " + statement
         return statement, parameters
 
-    def collect(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+    def collect(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+    ) -> None:
         if statement.startswith("EXPLAIN"):
             lines.extend(row[0] for row in cursor.fetchall())
 
@@ -182,7 +192,9 @@ async def plan_of(rt: Runtime, scope: ReadScope, question: str, limit: int) -> s
 # -- the job --------------------------------------------------------------------------------
 
 
-async def test_job_builds_indexes_for_heavy_banks_only_and_is_idempotent(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_job_builds_indexes_for_heavy_banks_only_and_is_idempotent(
+    runtime: RuntimeFactory,
+) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=100)
     await store(rt, ALICE, facts(120))
     await store(rt, BOB, facts(60))
@@ -194,7 +206,7 @@ async def test_job_builds_indexes_for_heavy_banks_only_and_is_idempotent(runtime
     }
     assert set(first.built) == alice
     assert first.dropped == () and first.failed == ()
-    async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
+    async with await _connect(rt) as conn:
         assert await catalog.existing_indexes(conn) == dict.fromkeys(alice, True)
         definition = await (
             await conn.execute(
@@ -210,13 +222,15 @@ async def test_job_builds_indexes_for_heavy_banks_only_and_is_idempotent(runtime
     assert again.built == () and again.dropped == ()
 
 
-async def test_job_keeps_indexes_down_to_half_the_threshold_then_drops_them(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_job_keeps_indexes_down_to_half_the_threshold_then_drops_them(
+    runtime: RuntimeFactory,
+) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=100)
     seqs = await store(rt, ALICE, facts(110))
     await owner_indexes.refresh(rt)
 
     async def archive(keep: int) -> None:
-        async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
+        async with await _connect(rt) as conn:
             await conn.execute(
                 "UPDATE memories SET status = 'archived' WHERE seq = ANY(%s)", (seqs[keep:],)
             )
@@ -228,16 +242,16 @@ async def test_job_keeps_indexes_down_to_half_the_threshold_then_drops_them(runt
     await archive(40)  # below half: dropped
     dropped = await owner_indexes.refresh(rt)
     assert len(dropped.dropped) == 2 and dropped.built == ()
-    async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
+    async with await _connect(rt) as conn:
         assert await catalog.existing_indexes(conn) == {}
 
 
-async def test_job_replaces_another_models_index_and_a_failed_build(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_job_replaces_another_models_index_and_a_failed_build(
+    runtime: RuntimeFactory,
+) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=50)
     await store(rt, ALICE, facts(60))
-    async with await psycopg.AsyncConnection.connect(
-        rt.settings.database_url, autocommit=True
-    ) as conn:
+    async with await _connect(rt, autocommit=True) as conn:
         # an index of a model no longer loaded, and a build that failed half-way: a 16-d
         # cast of 384-d vectors is refused, leaving an invalid index behind
         other = await catalog.create_ann_index(conn, ALICE, model="an-older-model", dimension=384)
@@ -252,11 +266,11 @@ async def test_job_replaces_another_models_index_and_a_failed_build(runtime) -> 
         catalog.fts_index_name(ALICE),
     }
     assert set(result.built) == wanted
-    async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
+    async with await _connect(rt) as conn:
         assert await catalog.existing_indexes(conn) == dict.fromkeys(wanted, True)
 
 
-async def test_job_with_threshold_zero_drops_everything(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_job_with_threshold_zero_drops_everything(runtime: RuntimeFactory) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=50)
     await store(rt, ALICE, facts(60))
     await owner_indexes.refresh(rt)
@@ -264,11 +278,9 @@ async def test_job_with_threshold_zero_drops_everything(runtime) -> None:  # typ
     assert len(off.dropped) == 2
 
 
-async def test_only_one_refresh_runs_at_a_time(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_only_one_refresh_runs_at_a_time(runtime: RuntimeFactory) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=50)
-    async with await psycopg.AsyncConnection.connect(
-        rt.settings.database_url, autocommit=True
-    ) as conn:
+    async with await _connect(rt, autocommit=True) as conn:
         await conn.execute("SELECT pg_advisory_lock(%s)", (owner_indexes.LOCK_KEY,))
         assert (await owner_indexes.refresh(rt)).busy
         await conn.execute("SELECT pg_advisory_unlock(%s)", (owner_indexes.LOCK_KEY,))
@@ -278,7 +290,9 @@ async def test_only_one_refresh_runs_at_a_time(runtime) -> None:  # type: ignore
 # -- the read path --------------------------------------------------------------------------
 
 
-async def test_indexed_path_uses_the_indexes_and_returns_the_exact_answers(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_indexed_path_uses_the_indexes_and_returns_the_exact_answers(
+    runtime: RuntimeFactory,
+) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=300)
     await store(rt, ALICE, facts(400))
     await store(rt, ALICE_HABITS, facts(30, offset=50))  # a light bank next to the heavy one
@@ -303,7 +317,7 @@ async def test_indexed_path_uses_the_indexes_and_returns_the_exact_answers(runti
         assert [c.text_rank for c in fast.keyword] == [c.text_rank for c in exact.keyword]
 
 
-async def test_indexed_path_recall_of_fifty_candidates(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_indexed_path_recall_of_fifty_candidates(runtime: RuntimeFactory) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=300)
     await store(rt, ALICE, facts(400))
     await owner_indexes.refresh(rt)
@@ -317,7 +331,9 @@ async def test_indexed_path_recall_of_fifty_candidates(runtime) -> None:  # type
     assert float(np.mean(recalls)) >= 0.99
 
 
-async def test_hnsw_ef_search_is_set_only_when_the_connection_lacks_it(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_hnsw_ef_search_is_set_only_when_the_connection_lacks_it(
+    runtime: RuntimeFactory,
+) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=300)  # connections start with ef_search 100
     await store(rt, ALICE, facts(400))
     await owner_indexes.refresh(rt)
@@ -338,7 +354,7 @@ async def test_hnsw_ef_search_is_set_only_when_the_connection_lacks_it(runtime) 
 
 
 async def test_the_inlets_candidates_read_runs_outside_a_transaction_only_when_it_sets_nothing(
-    runtime,  # type: ignore[no-untyped-def]
+    runtime: RuntimeFactory,
 ) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=300)  # connections start with ef_search 100
     await store(rt, ALICE, facts(400))
@@ -377,13 +393,13 @@ async def test_the_inlets_candidates_read_runs_outside_a_transaction_only_when_i
         assert len(fast.semantic) == limit
 
 
-async def test_index_short_of_rows_falls_back_to_the_exact_scan(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_index_short_of_rows_falls_back_to_the_exact_scan(runtime: RuntimeFactory) -> None:
     # ef_search 40 (2 × 20): the graph still holds the 340 archived rows, so its 40 nearest
     # entries hold few active ones
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=300, MEMORY_ANN_EF_SEARCH=1)
     seqs = await store(rt, ALICE, facts(400))
     await owner_indexes.refresh(rt)
-    async with await psycopg.AsyncConnection.connect(rt.settings.database_url) as conn:
+    async with await _connect(rt) as conn:
         await conn.execute(
             "UPDATE memories SET status = 'archived' WHERE seq = ANY(%s)", (seqs[60:],)
         )
@@ -397,7 +413,7 @@ async def test_index_short_of_rows_falls_back_to_the_exact_scan(runtime) -> None
         assert set(seqs_of(fast.semantic)) <= set(seqs[:60])
 
 
-async def test_an_owners_index_never_returns_another_owners_rows(runtime) -> None:  # type: ignore[no-untyped-def]
+async def test_an_owners_index_never_returns_another_owners_rows(runtime: RuntimeFactory) -> None:
     rt = runtime(MEMORY_ANN_MIN_MEMORIES=100)
     texts = facts(150)
     alice = await store(rt, ALICE, texts)
@@ -423,8 +439,8 @@ async def test_an_owners_index_never_returns_another_owners_rows(runtime) -> Non
 
 
 def test_service_builds_indexes_in_the_background_and_answers_from_them(
-    service_factory,
-    database_url: str,  # type: ignore[no-untyped-def]
+    service_factory: Callable[..., LiveService],
+    database_url: str,
 ) -> None:
     live: LiveService = service_factory(MEMORY_ANN_MIN_MEMORIES="40", MEMORY_ANN_REFRESH_S="0.5")
     for text in facts(45):

@@ -3,7 +3,8 @@ once when a source memory is forgotten."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -12,6 +13,8 @@ from testkit.extraction_replies import new_user_message
 from testkit.live_service import LiveService
 from testkit.llm_stub import LLMStub
 from testkit.waiting import wait_until, wait_until_async
+
+T = TypeVar("T")
 
 PERSONAL = [
     "User is vegetarian",
@@ -37,7 +40,7 @@ def _profile_writer(request: dict[str, Any]) -> str:
     return "PROFILE: " + "; ".join(sorted(facts))
 
 
-def _wait_for(predicate, what: str = "the profile") -> Any:  # type: ignore[no-untyped-def]
+def _wait_for(predicate: Callable[[], T], what: str = "the profile") -> T:
     return wait_until(predicate, what=what, timeout_s=90)
 
 
@@ -48,10 +51,15 @@ def _context(live: LiveService, *, collaborative: bool = False) -> dict[str, Any
         "kind": "channel" if collaborative else "saved",
         "collaborative": collaborative,
     }
-    return live.client.post("/v1/context", json={"chat": chat, "message": "hello"}).json()
+    answer: dict[str, Any] = live.client.post(
+        "/v1/context", json={"chat": chat, "message": "hello"}
+    ).json()
+    return answer
 
 
-def test_profile_is_written_from_readable_banks_and_withdrawn_on_forget(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_profile_is_written_from_readable_banks_and_withdrawn_on_forget(
+    service_factory: Callable[..., LiveService],
+) -> None:
     with LLMStub(responder=_profile_writer) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
         ids = {}
@@ -78,7 +86,9 @@ def test_profile_is_written_from_readable_banks_and_withdrawn_on_forget(service_
     assert _context(live, collaborative=True)["profile"] == shared
 
 
-async def test_no_profile_below_five_memories(service_factory, db_conn) -> None:  # type: ignore[no-untyped-def]
+async def test_no_profile_below_five_memories(
+    service_factory: Callable[..., LiveService], db_conn: psycopg.AsyncConnection
+) -> None:
     with LLMStub(responder=_profile_writer) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
         for fact in PERSONAL[:4]:
@@ -108,8 +118,8 @@ def _profile_jobs_pending(database_url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def test_past_the_deadline_the_inlet_answers_with_the_cached_profile(  # type: ignore[no-untyped-def]
-    service_factory, database_url: str
+def test_past_the_deadline_the_inlet_answers_with_the_cached_profile(
+    service_factory: Callable[..., LiveService], database_url: str
 ) -> None:
     """Case 26 inside the service: a deadline shorter than any real lookup degrades at once."""
     with LLMStub(responder=_profile_writer) as llm:
@@ -137,6 +147,7 @@ def test_past_the_deadline_the_inlet_answers_with_the_cached_profile(  # type: i
             return answer if answer["block"] else None
 
         answer = _wait_for(read_then_degrade, "an answer from the cached profile")
+    assert answer is not None  # wait_until returns the first truthy answer
     assert answer["status"] == "memory was slow: answered with the cached profile only"
     assert answer["memories"] == []
     # the profile read a moment ago
@@ -163,10 +174,13 @@ def _ask(live: LiveService, message: str, budget: int | None = None) -> dict[str
         body["budget_tokens"] = budget
     answer = live.client.post("/v1/context", json=body)
     assert answer.status_code == 200
-    return answer.json()
+    read: dict[str, Any] = answer.json()
+    return read
 
 
-def test_a_fact_in_the_profile_is_not_injected_again_under_i_recall(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_fact_in_the_profile_is_not_injected_again_under_i_recall(
+    service_factory: Callable[..., LiveService],
+) -> None:
     """Issue 15 item 3: the profile and "I recall…" never hold the same fact."""
     with LLMStub(responder=_sentence_writer) as llm:
         live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
@@ -183,7 +197,9 @@ def test_a_fact_in_the_profile_is_not_injected_again_under_i_recall(service_fact
     assert block.startswith(f"<userMemories>\n{answer['profile']}\n</userMemories>")
 
 
-def test_the_profile_and_the_items_share_one_budget(service_factory) -> None:  # type: ignore[no-untyped-def]
+def test_the_profile_and_the_items_share_one_budget(
+    service_factory: Callable[..., LiveService],
+) -> None:
     """A long profile keeps its leading sentences within half the budget; the items get the
     rest, and the whole block's text stays within the budget."""
     from service.core.tokens import estimate_tokens

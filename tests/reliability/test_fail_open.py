@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import copy
 import time
+from typing import Any
 from urllib.parse import urlparse
 
 import psycopg
 import pytest
 
-from bench.chat_harness import FilterHarness, SavedChat, load_filter_instance
+from bench.chat_harness import FilterHarness, HookCall, SavedChat, load_filter_instance
 from testkit.live_service import LiveService
 from testkit.waiting import LoopLag
 from tests.reliability.faults import FaultProxy
@@ -60,7 +61,9 @@ def _harness(
     return FilterHarness(instance)
 
 
-async def _one_turn(harness: FilterHarness, user_id: str, text: str) -> tuple[object, object, dict]:
+async def _one_turn(
+    harness: FilterHarness, user_id: str, text: str
+) -> tuple[HookCall, HookCall, dict[str, Any]]:
     """(inlet call, outlet call, {"sent", "outlet", "inlet_lag_s", "outlet_lag_s"})."""
     chat = SavedChat(user=harness.make_user(user_id=user_id, name="Alex"), timestamp_s=TIMESTAMP)
     body, metadata, user_message_id, assistant_id = chat.inlet_request(text)
@@ -99,8 +102,8 @@ async def test_the_proxy_passes_the_real_service_through(live: LiveService) -> N
             "u-ctrl",
             "Hello! I'm vegetarian, what should I cook tonight?",
         )
-    assert "User is vegetarian" in seen.system_text  # type: ignore[attr-defined]
-    assert out.events == []  # type: ignore[attr-defined]
+    assert "User is vegetarian" in seen.system_text
+    assert out.events == []
     status = live.client.get("/v1/status").json()
     assert status["turns_queued"] + status["turns_done"] == 1
 
@@ -137,23 +140,23 @@ async def test_the_chat_is_answered_within_the_valves_whatever_the_service_does(
         started = time.monotonic()
         seen, out, before = await _one_turn(harness, "u-fault", "Hello! What should I cook?")
         total_s = time.monotonic() - started
-    inlet_s = seen.elapsed_ms / 1000  # type: ignore[attr-defined]
-    outlet_s = out.elapsed_ms / 1000  # type: ignore[attr-defined]
+    inlet_s = seen.elapsed_ms / 1000
+    outlet_s = out.elapsed_ms / 1000
     # on the loop's own clock: wall time less the time the loop was kept from running
     inlet_loop_s = inlet_s - before["inlet_lag_s"]
     outlet_loop_s = outlet_s - before["outlet_lag_s"]
-    assert seen.body["messages"] == before["sent"]  # type: ignore[attr-defined]
+    assert seen.body["messages"] == before["sent"]
     # a wrong key is for the admin to fix: retrying never helps, so it is not "unavailable"
     told = MISCONFIGURED if fault == "wrong_key" else UNAVAILABLE
-    assert [e["data"]["description"] for e in seen.events] == [told]  # type: ignore[attr-defined]
+    assert [e["data"]["description"] for e in seen.events] == [told]
     assert inlet_loop_s <= inlet_valve_s + MARGIN_S, (inlet_s, before["inlet_lag_s"])
-    assert out.body == before["outlet"]  # type: ignore[attr-defined]
+    assert out.body == before["outlet"]
     if fault not in ("garbage", "truncated"):
         # (garbage, truncated: the service took the turn; only its answer was damaged on the way)
         # the outlet's line repeats the inlet's: Open WebUI shows only a message's last line;
         # a misconfiguration the inlet told of is not stored a second time for the turn
         shown = [] if fault == "wrong_key" else [f"{UNAVAILABLE} · {NOT_SAVED}"]
-        assert [e["data"]["description"] for e in out.events] == shown  # type: ignore[attr-defined]
+        assert [e["data"]["description"] for e in out.events] == shown
     assert outlet_loop_s <= outlet_valve_s + MARGIN_S, (outlet_s, before["outlet_lag_s"])
     _survived[fault] = {
         "inlet_s": round(inlet_s, 3),

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,86 +99,30 @@ async def _run_round(
     shared = pair == "extraction"
     old = f"Fact {token} is as it was"
     target = await seed(rt, user_id=user, content=old, folder_id=folder if shared else None)
-    bank = "project" if shared else "personal"
     kind = rng.choice(ANSWERS)
     moment = rng.choice(MOMENTS)
     figures[f"moment:{moment}"] += 1
     figures[f"answer:{kind}"] += 1
-    if shared or kind == "update":
-        ops = [new_op(f"Fact {token} changed by {user}", op="UPDATE", ref="m1", bank=bank)]
-    elif kind == "delete":
-        ops = [new_op("", op="DELETE", ref="m1", bank=bank)]
-    elif kind == "restate":
-        ops = [new_op(old + ".", bank=bank)]
-    else:
-        ops = [new_op(f"Unrelated fact {token} about {user}", bank=bank)]
-    answers.rules[token] = ops
+    answers.rules[token] = _answer_ops(kind, shared=shared, token=token, user=user, old=old)
     context = chat(user, f"chat-{pair}-{n}", folder_id=folder if shared else None)
     turn = await queue_turn(rt, context=context, message=f"News {token}", message_id="t1")
 
     async def racing() -> None:
-        if pair == "forget":
-            try:
-                await memory_flow.forget_for_user(
-                    rt, user_id=user, memory_id=target.id, folder_id=None
-                )
-            except MemoryNotFound:
-                pass  # superseded meanwhile and forgotten by no one: nothing to do
-        elif pair == "forget_all":
-            await forget_all(rt, user_id=user)
-        elif pair == "edit":
-            try:
-                await memory_flow.edit_for_user(
-                    rt,
-                    user_id=user,
-                    memory_id=target.id,
-                    content=f"Edited {token}",
-                    bank=None,
-                    tags=None,
-                )
-                figures["edits_applied"] += 1
-            except MemoryNotFound:
-                pass  # the extraction's UPDATE or DELETE came first
-        elif pair == "chat_deletion":
-            await memory_flow.forget_chat(rt, chat_ids=[context.chat_id], actor="openwebui")
-        else:
-            second = await queue_turn(
-                rt,
-                context=chat(other, f"chat-{pair}-{n}-b", folder_id=folder),
-                message=f"Other news {token}",
-                message_id="t2",
-            )
-            await run_extraction(rt, turn_id=second, mode=RunMode.FLUSH)
+        await _race(
+            rt,
+            pair,
+            token=token,
+            user=user,
+            target=target.id,
+            chat_id=context.chat_id,
+            second_chat=(other, f"chat-{pair}-{n}-b", folder),
+            figures=figures,
+        )
 
     async def extraction() -> Any:
         return await run_extraction(rt, turn_id=turn, mode=RunMode.FLUSH)
 
-    if moment == "before_the_call":
-        await racing()
-        await extraction()
-    elif moment == "after_the_answer":
-        await extraction()
-        await racing()
-    else:
-        gate.close()
-        arrived = gate.arrived
-        task = asyncio.create_task(extraction())
-        await gate.wait_arrived(arrived + 1)
-        if moment == "during_the_call":
-            if shared:
-                # the second extraction is held too; the two answers go in a random order
-                other_task = asyncio.create_task(racing())
-                await gate.wait_arrived(arrived + 2)
-                gate.open()  # the one that finds m1 replaced asks again
-                await asyncio.gather(task, other_task)
-            else:
-                await _must_not_wait(racing, task, figures)
-                gate.release()
-                await task
-        else:  # with_the_write: the answer and the racing operation at the same moment
-            gate.open()
-            await asyncio.gather(task, racing())
-        gate.open()
+    await _interleave(gate, moment, extraction, racing, shared=shared, figures=figures)
     forgotten = old if pair in ("forget", "forget_all") else ""
     if forgotten and moment == "before_the_call" and kind == "restate":
         # the LLM was never shown the forgotten memory: a turn queued before the forget says
@@ -185,6 +130,105 @@ async def _run_round(
         figures["restated_by_a_turn_queued_before_the_forget"] += 1
     await _check_round(conn, figures, pair=pair, token=token, user=user, moment=moment)
     return forgotten
+
+
+def _answer_ops(
+    kind: str, *, shared: bool, token: str, user: str, old: str
+) -> list[dict[str, Any]]:
+    """The stand-in LLM's operations for the round's answer kind (shared rounds update)."""
+    bank = "project" if shared else "personal"
+    if shared or kind == "update":
+        return [new_op(f"Fact {token} changed by {user}", op="UPDATE", ref="m1", bank=bank)]
+    if kind == "delete":
+        return [new_op("", op="DELETE", ref="m1", bank=bank)]
+    if kind == "restate":
+        return [new_op(old + ".", bank=bank)]
+    return [new_op(f"Unrelated fact {token} about {user}", bank=bank)]
+
+
+async def _race(
+    rt: Runtime,
+    pair: str,
+    *,
+    token: str,
+    user: str,
+    target: uuid.UUID,
+    chat_id: str,
+    second_chat: tuple[str, str, str],
+    figures: Counter[str],
+) -> None:
+    """The operation `pair` races against the extraction; `second_chat` is (user, chat id,
+    folder) of the other extraction's turn."""
+    if pair == "forget":
+        try:
+            await memory_flow.forget_for_user(rt, user_id=user, memory_id=target, folder_id=None)
+        except MemoryNotFound:
+            pass  # superseded meanwhile and forgotten by no one: nothing to do
+    elif pair == "forget_all":
+        await forget_all(rt, user_id=user)
+    elif pair == "edit":
+        try:
+            await memory_flow.edit_for_user(
+                rt,
+                user_id=user,
+                memory_id=target,
+                content=f"Edited {token}",
+                bank=None,
+                tags=None,
+            )
+            figures["edits_applied"] += 1
+        except MemoryNotFound:
+            pass  # the extraction's UPDATE or DELETE came first
+    elif pair == "chat_deletion":
+        await memory_flow.forget_chat(rt, chat_ids=[chat_id], actor="openwebui")
+    else:
+        other, other_chat, folder = second_chat
+        second = await queue_turn(
+            rt,
+            context=chat(other, other_chat, folder_id=folder),
+            message=f"Other news {token}",
+            message_id="t2",
+        )
+        await run_extraction(rt, turn_id=second, mode=RunMode.FLUSH)
+
+
+async def _interleave(
+    gate: LLMGate,
+    moment: str,
+    extraction: Callable[[], Coroutine[Any, Any, Any]],
+    racing: Callable[[], Coroutine[Any, Any, None]],
+    *,
+    shared: bool,
+    figures: Counter[str],
+) -> None:
+    """Run the extraction and the racing operation in the order `moment` names."""
+    if moment == "before_the_call":
+        await racing()
+        await extraction()
+        return
+    if moment == "after_the_answer":
+        await extraction()
+        await racing()
+        return
+    gate.close()
+    arrived = gate.arrived
+    task = asyncio.create_task(extraction())
+    await gate.wait_arrived(arrived + 1)
+    if moment == "during_the_call":
+        if shared:
+            # the second extraction is held too; the two answers go in a random order
+            other_task = asyncio.create_task(racing())
+            await gate.wait_arrived(arrived + 2)
+            gate.open()  # the one that finds m1 replaced asks again
+            await asyncio.gather(task, other_task)
+        else:
+            await _must_not_wait(racing, task, figures)
+            gate.release()
+            await task
+    else:  # with_the_write: the answer and the racing operation at the same moment
+        gate.open()
+        await asyncio.gather(task, racing())
+    gate.open()
 
 
 async def _must_not_wait(

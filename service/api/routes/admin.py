@@ -40,16 +40,22 @@ class TurnListItem(BaseModel):
 
 
 class TurnList(BaseModel):
+    """One page of turns and how many match in all."""
+
     items: list[TurnListItem]
     total: int
 
 
 class RetryAnswer(BaseModel):
+    """The outcome of retrying failed turns, with a sentence for the admin."""
+
     status: str
     detail: str
 
 
 class EmbeddingState(BaseModel):
+    """The loaded embedding model and how many memories each model's vectors cover."""
+
     model: str = Field(description="Name of the loaded embedding model.")
     dimension: int
     memories_waiting: int = Field(description="Memories still waiting for this model's vector.")

@@ -33,8 +33,10 @@ async def list_reminders(
 
 @router.post("", response_model=ReminderRead, status_code=status.HTTP_201_CREATED)
 async def add_reminder(body: ReminderCreate, rt: RuntimeDep, user_id: str = UserId) -> ReminderRead:
-    """Set a reminder, due at `due_at` or when a later message of the user's private chats is
-    close to `cue`. (In a chat, users just ask: "remind me on Friday to call the vet".)"""
+    """Set a reminder, due at `due_at` or when a later private-chat message is close to `cue`.
+
+    In a chat, users just ask: "remind me on Friday to call the vet".
+    """
     reminder = await reminders.create_for_user(
         rt,
         user_id=user_id,

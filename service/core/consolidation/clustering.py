@@ -41,14 +41,17 @@ class Cluster:
 
     @property
     def owner_kind(self) -> OwnerKind:
+        """The members' owner kind (one owner per cluster)."""
         return self.members[0].owner_kind
 
     @property
     def owner_id(self) -> str:
+        """The members' owner id."""
         return self.members[0].owner_id
 
     @property
     def bank(self) -> Bank:
+        """The members' bank (one bank per cluster)."""
         return self.members[0].bank
 
     @property
@@ -58,14 +61,17 @@ class Cluster:
 
     @property
     def first_stated_at(self) -> datetime:
+        """When the oldest source was stated."""
         return min(m.created_at for m in self.members)
 
     @property
     def last_stated_at(self) -> datetime:
+        """When the newest source was stated."""
         return max(m.created_at for m in self.members)
 
     @property
     def ids(self) -> tuple[uuid.UUID, ...]:
+        """The sources' ids, oldest stated first."""
         return tuple(m.id for m in self.members)
 
 

@@ -54,6 +54,7 @@ class OwnerPlan:
 
     @property
     def empty(self) -> bool:
+        """True when the plan neither merges nor prunes anything."""
         return not self.clusters and not self.prune
 
 
