@@ -49,7 +49,6 @@ MADE_AT_RUN_TIME = {
 
 MERGED_THIS_ROUND = {
     "docs/discussions/architecture.md": "written on another branch of the same round",
-    "docs/discussions/gates.md": "written on another branch of the same round",
     "service/core/banks.py": "the bank table, written on another branch of the same round",
 }
 """Cited by CONTRIBUTING.md before the branch that adds them is merged; drop each entry once
