@@ -55,6 +55,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
 import re
 import sys
@@ -120,6 +121,8 @@ TUNING = (0, 1, 2, 3, 4)
 #: Users PrefEval's 1,000 pairs are dealt to in the "many users" setting (≈ 50 each).
 PREFEVAL_USERS = 20
 PREFEVAL_SEED = 0
+#: MEMORY_CONTEXT_DEADLINE_S during the bench (the setting's maximum, service/config.py).
+CONTEXT_DEADLINE_S = 30.0
 #: Query time of the PrefEval and multilingual pools (their memories are a day older).
 NOW = datetime(2025, 1, 2, tzinfo=UTC)
 
@@ -301,7 +304,7 @@ def multilingual_set(path: Path = MULTILINGUAL) -> RetrievalSet:
     ]
     return RetrievalSet(
         name="multilingual",
-        description=f"{len(facts)} facts in de/es/fr, {len(questions)} questions",
+        description=f"{len(facts)} facts in de/es/fr/it/pt, {len(questions)} questions",
         pools=[pool],
         questions=questions,
         corpus="facts",
@@ -694,6 +697,9 @@ async def service(encoder: Any) -> AsyncIterator[Any]:
     from service.storage.db import start_embedded
 
     _scrubbed_environment()
+    # Quality, not latency, is measured: on a loaded machine the inlet's 0.5 s deadline would
+    # replace a few blocks by the cached profile, so the bench allows the setting's maximum.
+    os.environ["MEMORY_CONTEXT_DEADLINE_S"] = str(CONTEXT_DEADLINE_S)
     with tempfile.TemporaryDirectory(prefix="retrieval-sets-") as tmp:
         url, server = start_embedded(Path(tmp))
         try:
@@ -747,7 +753,18 @@ async def run(sets: Mapping[str, RetrievalSet], encoder: Any) -> dict[str, Any]:
 _LABELS = {"recall@1": "R@1", "recall@10": "R@10", "mrr": "MRR"}
 
 
-def render_markdown(results: Mapping[str, Any], runtime_s: float) -> str:
+SET_ORDER: tuple[str, ...] = (
+    "locomo_turns",
+    "locomo_facts",
+    "prefeval_explicit_20",
+    "prefeval_explicit_1",
+    "prefeval_implicit_20",
+    "prefeval_implicit_1",
+    "multilingual",
+)
+
+
+def render_markdown(results: Mapping[str, Any]) -> str:
     """One table per set: every retriever's means, then ours minus the best baseline."""
     lines = [
         "# Retrieval on three sets: ours against the tuned baselines",
@@ -755,14 +772,18 @@ def render_markdown(results: Mapping[str, Any], runtime_s: float) -> str:
         "Baselines tuned on LoCoMo conversations 0–4 only (`bench/results/baseline_tuning.md`) "
         "and applied untouched here. Differences are ours minus the best baseline on that "
         "metric and set, points, paired bootstrap 95 % interval (2,000 resamples of the "
-        f"questions); a tie when the interval holds 0. Run time {runtime_s:.0f} s.",
+        "questions); a tie when the interval holds 0. Cells in %.",
         "",
     ]
-    for name, doc in results.items():
+    names = [n for n in SET_ORDER if n in results] + sorted(set(results) - set(SET_ORDER))
+    for name in names:
+        doc = results[name]
         metrics = list(doc["ours_minus_best"])
         heads = [_LABELS.get(m, m.replace("block@", "block ") + " tok") for m in metrics]
         lines += [
-            f"## {name}: {doc['description']} (n = {doc['questions']}, {doc['memories']} memories)",
+            f"## {name}: {doc['description']} (n = {doc['questions']}, "
+            f"{doc['memories']} memories; {sum(doc['seconds'].values()):.0f} s, "
+            f"finished {doc.get('finished', '?')})",
             "",
             "| retriever | " + " | ".join(heads) + " |",
             "|---|" + "---:|" * len(metrics),
@@ -794,7 +815,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run every set, write `<out-dir>/<set>.json` and `<out-dir>.md`, print the Markdown."""
+    """Run the sets, write `<out-dir>/<set>.json` and `<out-dir>.md` (every set on disk)."""
     args = _parse_args(argv)
     for path in (args.locomo, args.prefeval):
         if not path.exists():
@@ -807,12 +828,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     _progress(f"embedding {len(sets)} sets")
     encoder = embed_sets(sets)
     results = asyncio.run(run(sets, encoder))
-    runtime = time.perf_counter() - started
+    runtime = round(time.perf_counter() - started, 1)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name, doc in results.items():
         doc["finished"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        doc["run_seconds"] = runtime  # the whole invocation: embedding, PostgreSQL, every set
         (args.out_dir / f"{name}.json").write_text(json.dumps(doc) + "\n", encoding="utf-8")
-    markdown = render_markdown(results, runtime)
+    # the table covers every set on disk, so a run of a few sets (--sets) keeps the others
+    every = {
+        path.stem: json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted(args.out_dir.glob("*.json"))
+    }
+    markdown = render_markdown(every)
     args.out_dir.with_suffix(".md").write_text(markdown, encoding="utf-8")
     print(markdown)
     return 0

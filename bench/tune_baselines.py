@@ -48,15 +48,22 @@ from bench.retrieval_sets import (
     locomo_sets,
 )
 
-K1_GRID: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9, 1.2, 1.5, 2.0)
-B_GRID: tuple[float, ...] = (0.1, 0.3, 0.5, 0.75, 0.9)
-RRF_K_GRID: tuple[float, ...] = (1, 5, 10, 20, 40, 60, 100)
+K1_GRID: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.2, 1.5, 2.0)
+B_GRID: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 0.9, 1.0)
+RRF_K_GRID: tuple[float, ...] = (0.5, 1, 2, 5, 10, 20, 40, 60, 100)
 WEIGHT_GRID: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
 ANALYSES: tuple[tuple[str, bool], ...] = tuple(
     (stop, stem) for stop in ("none", "function_words", "sklearn") for stem in (False, True)
 )
 OBJECTIVE: tuple[str, ...] = ("recall@10", "mrr")
 CORPORA = {"locomo_turns": "turns", "locomo_facts": "facts"}
+#: The constants each stage varies (the others are the previous stages' choices).
+STAGE_KEYS: Mapping[str, tuple[str, ...]] = {
+    "1 analysis": ("stop", "stem"),
+    "2 k1 x b": ("k1", "b"),
+    "3 rrf k": ("rrf_k",),
+    "4 convex weight": ("dense_weight",),
+}
 
 
 def choose(cells: Sequence[Mapping[str, Any]], objective: Sequence[str] = OBJECTIVE) -> int:
@@ -144,16 +151,13 @@ def render_markdown(log: Mapping[str, Any]) -> str:
         lines += [
             f"## {corpus} (n = {doc['questions']})",
             "",
-            "| stage | cells | best cell | R@1 | R@10 | MRR |",
+            "| stage (BM25 k1 1.2, b 0.75 until stage 2) | cells | chosen | R@1 | R@10 | MRR |",
             "|---|---:|---|---:|---:|---:|",
         ]
         for name, cells in doc["stages"].items():
             best = cells[choose(cells)]
             c, s = best["config"], best["scores"]
-            text = (
-                f"stop {c['stop']}, stem {c['stem']}, k1 {c['k1']}, b {c['b']}, "
-                f"rrf k {c['rrf_k']}, dense w {c['dense_weight']}"
-            )
+            text = ", ".join(f"{key} {c[key]}" for key in STAGE_KEYS[name])
             lines.append(
                 f"| {name} | {len(cells)} | {text} | {s['recall@1']:.1f} | "
                 f"{s['recall@10']:.1f} | {s['mrr']:.1f} |"
