@@ -8,14 +8,21 @@ Measuring a read-path lever on every set from Python (one call per set)::
     import asyncio
     from bench import retrieval_sets as rs
 
-    sets = rs.load_sets(locomo=..., prefeval=...)           # {name: RetrievalSet}, embedded
-    rs.embed_sets(sets)
-    constants = rs.load_tuned_constants()                   # bench/results/baseline_tuning.json
-    for name, dataset in sets.items():
-        dense = rs.DenseRanker()
-        print(name, asyncio.run(rs.evaluate(dense, dataset)).means)
-    # the read path: `async with rs.service() as ours: await ours.add(dataset); ...`
-    # a lever: `rs.ServiceRanker(rt, params=dataclasses.replace(rt.ranking_params(), ...))`
+    sets = rs.load_sets(locomo=Path(...), prefeval=Path(...))   # {name: RetrievalSet}
+    encoder = rs.embed_sets(sets)                   # vectors (cached in bench/.work/)
+    constants = rs.load_tuned_constants()           # bench/results/baseline_tuning.json
+
+    async def measure():
+        async with rs.service(encoder) as rt:       # embedded PostgreSQL + the Runtime
+            ours = rs.ServiceRanker(rt)             # or params=dataclasses.replace(
+            for name, dataset in sets.items():      #   rt.ranking_params(), ...): a lever
+                await ours.add(dataset)
+                mine = await rs.evaluate(ours, dataset)
+                base = [await rs.evaluate(r, dataset)
+                        for r in rs.baseline_rankers(constants[dataset.corpus])]
+                print(name, mine.means, rs.compare(mine, base))
+
+    asyncio.run(measure())
 
 `evaluate(ranker, dataset)` returns an `Evaluation`: per question and as means (percent), the
 metrics `METRICS` — recall@1, recall@10, MRR and the share of the question's evidence inside
@@ -135,7 +142,7 @@ STOP_LISTS: Mapping[str, frozenset[str]] = {"none": frozenset(), "function_words
 
 @lru_cache(maxsize=1)
 def _stemmer() -> Any:
-    import snowballstemmer
+    import snowballstemmer  # type: ignore[import-untyped]
 
     return snowballstemmer.stemmer("english")
 
@@ -149,7 +156,7 @@ def analyse(text: str, *, stop: str = "function_words", stem: bool = True) -> li
         stem: apply the Snowball English stemmer (the `snowballstemmer` package).
     """
     if stop == "sklearn":
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # type: ignore[import-untyped]
 
         words: Collection[str] = ENGLISH_STOP_WORDS
     else:
@@ -528,7 +535,7 @@ class _Indexes:
         self._by: dict[tuple[int, str, bool], Any] = {}
 
     def scores(self, pool: Pool, text: str, config: BaselineConfig) -> np.ndarray:
-        from rank_bm25 import BM25Okapi
+        from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
 
         key = (id(pool), config.stop, config.stem)
         index = self._by.get(key)
@@ -547,7 +554,7 @@ _INDEXES = _Indexes()
 
 
 def _order(scores: np.ndarray) -> list[int]:
-    return np.argsort(-scores, kind="stable")[:TOP_K].tolist()
+    return [int(i) for i in np.argsort(-scores, kind="stable")[:TOP_K]]
 
 
 def _minmax(scores: np.ndarray) -> np.ndarray:
