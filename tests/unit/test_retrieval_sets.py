@@ -172,3 +172,18 @@ def test_prefeval_deal_is_even_and_keeps_each_question_with_its_holder(tmp_path:
         pool = dataset.pools[q.pool]
         (index,) = [i for i, c in enumerate(pool.covers) if c == q.evidence]
         assert pool.texts[index].replace("pref", "q") == q.text
+
+
+def test_the_committed_tuning_log_chose_each_stage_argmax_on_conversations_0_to_4() -> None:
+    from bench.retrieval_sets import TUNING_LOG, load_tuned_constants
+
+    log = json.loads(TUNING_LOG.read_text(encoding="utf-8"))
+    assert log["split"] == [0, 1, 2, 3, 4]
+    for corpus, doc in log["corpora"].items():
+        stages = doc["stages"]
+        best = {name: cells[choose(cells)]["config"] for name, cells in stages.items()}
+        assert doc["chosen"]["bm25"] == best["2 k1 x b"]
+        assert doc["chosen"]["rrf"] == best["3 rrf k"]
+        assert doc["chosen"]["convex"] == best["4 convex weight"]
+        assert len(stages["2 k1 x b"]) == len(log["grid"]["k1"]) * len(log["grid"]["b"])
+        assert load_tuned_constants()[corpus]["convex"] == BaselineConfig(**best["4 convex weight"])
