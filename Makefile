@@ -8,6 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 TORCH_PIP_OPTS ?=
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 PREFEVAL ?= ../shared/data/prefeval/explicit_preference
+PREFEVAL_ROOT ?= ../shared/data/prefeval
 CONVERSATION ?= 0
 
 .PHONY: install install-dev run scale test test-unit replay bench clean lint typecheck eval wheel-check \
@@ -68,11 +69,13 @@ eval: $(STAMP) ## evaluate LLM_BASE_URL/LLM_MODEL on LoCoMo conversation $(CONVE
 		--data $(LOCOMO) --conversation $(CONVERSATION) --out $(EVAL_OUT) \
 		$(if $(LLM_BASE_URL),,--stand-in) $(EVAL_ARGS)
 
-bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, latency at scale, per-owner index recall, noisy neighbour, against Open WebUI's built-in memory (bench/results/)
+bench: $(STAMP) ## benchmarks: replay, LoCoMo retrieval, tuned baselines on LoCoMo/PrefEval/multilingual, latency at scale, per-owner index recall, noisy neighbour, against Open WebUI's built-in memory (bench/results/)
 	$(BIN)/pip install -e ".[bench]"
 	$(MAKE) replay
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.locomo_retrieval --data $(LOCOMO)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.multilingual_retrieval
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.tune_baselines --data $(LOCOMO)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.retrieval_sets --locomo $(LOCOMO) --prefeval $(PREFEVAL_ROOT)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.latency_scale
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.ann_recall --data $(LOCOMO)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.noisy_neighbour

@@ -2,11 +2,11 @@
 
     python -m bench.multilingual_retrieval
 
-`bench/multilingual_facts.json` (this project's own set) holds one user's 36 facts — 12 each
-in German, Spanish and French — and 60 questions, each answered by exactly one fact: 36 in
-the fact's own language and 24 mixed (an English question about a non-English fact, or a
-question in a third language). The facts are stored through `service.storage.memories.insert`
-in a migrated embedded PostgreSQL and every question is ranked by
+`bench/multilingual_facts.json` (this project's own set) holds one user's 60 facts — 12 each
+in German, Spanish, French, Italian and Portuguese — and 96 questions, each answered by
+exactly one fact: 60 in the fact's own language and 36 mixed (an English question about a
+non-English fact, or a question in another language). The facts are stored through
+`service.storage.memories.insert` in a migrated embedded PostgreSQL and every question is ranked by
 `service.flows.context.retrieve` (ours), by ours with the full-text branch only
 (`semantic_weight` 0) and with the vectors only (`keyword_weight` 0), and by dense cosine
 over the same vectors. Recall@1, Recall@5 and MRR per kind of question.
@@ -41,7 +41,7 @@ from bench.locomo_retrieval import (
 
 DATA = REPO_ROOT / "bench" / "multilingual_facts.json"
 OUT = REPO_ROOT / "bench" / "results"
-KINDS = ("de", "es", "fr", "mixed")
+KINDS = ("de", "es", "fr", "it", "pt", "mixed")
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
@@ -137,7 +137,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     """R@1 / R@5 / MRR per retriever and kind of question."""
     first = next(iter(results["retrievers"].values()))
     lines = [
-        "# Retrieval over German, Spanish and French memories",
+        "# Retrieval over German, Spanish, French, Italian and Portuguese memories",
         "",
         f"{results['facts']} facts of one user, {results['questions']} questions "
         f"(`bench/multilingual_facts.json`), model {results['model']}; finished "
