@@ -71,8 +71,10 @@ from bench.h2h_scoring import (
     Journal,
     label_memories,
     memory_counts,
+    name_the_user,
     render_markdown,
     summarize_answers,
+    turn_sentences,
 )
 from bench.locomo import (
     DEFAULT_DATA_PATH,
@@ -198,12 +200,12 @@ def start_instance(
             env = _service_env(
                 arm_dir / "service-state", int(ports["service"]), ports["service_key"], upstream
             )
+            # batching as shipped (5 messages, or 300 s of quiet): what an admin gets
             env.update(
                 {
                     "LLM_MODEL": model,
                     "LLM_TIMEOUT_S": "905",
                     "LLM_JSON_MODE": "true",
-                    "MEMORY_BATCH_QUIET_S": "10",
                     "MEMORY_CONTEXT_DEADLINE_S": "10",
                 }
             )
@@ -541,7 +543,7 @@ def build_results(
         if other.session in args.sessions:
             other_facts.append(other)
     all_facts = [f.text for f in facts + other_facts]
-    turns = [t.text for t in conversation_turns(sample) if t.session in args.sessions]
+    turns = turn_sentences(t.text for t in conversation_turns(sample) if t.session in args.sessions)
     fact_vectors = np.array(embed(all_facts)) if all_facts else np.zeros((0, 384))
     turn_vectors = np.array(embed(turns)) if turns else np.zeros((0, 384))
     memories: dict[str, Any] = {}
@@ -550,7 +552,7 @@ def build_results(
         record = journal.get(f"{arm}/memories")
         if record is None:
             continue
-        texts = [m["content"] for m in record["memories"]]
+        texts = [name_the_user(m["content"], plan.speaker) for m in record["memories"]]
         vectors = np.array(embed(texts)) if texts else np.zeros((0, 384))
         labels = label_memories(vectors, fact_vectors, turn_vectors)
         memories[arm] = memory_counts(labels, len(all_facts))
@@ -643,6 +645,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else OPEN_WEBUI_BIN,
         help="the open-webui 0.12.4 executable (default: $OWUI_VENV/bin, else .e2e/owui/bin)",
     )
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the results from the journal only"
+    )
     parser.add_argument("--fresh", action="store_true", help="forget an earlier run's state")
     args = parser.parse_args(argv)
     args.sessions = [int(s) for s in str(args.sessions).split(",") if s.strip()]
@@ -656,69 +661,82 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = pick_questions(load_qa(sample), args.sessions, args.questions)
     _progress(f"{len(questions)} questions; loading the encoder")
     embed, encoder = _encoder_embed()
-    urls = {"builtin": args.model_url, "ours": args.ours_model_url or args.model_url}
     instances: dict[str, Instance] = {}
     try:
-        for arm in ("builtin", "ours"):
-            _progress(f"{arm}: starting Open WebUI")
-            instances[arm] = start_instance(
-                arm,
-                journal=journal,
-                state=args.state,
-                upstream=urls[arm],
-                model=args.model,
-                interval=args.interval,
-                embed=embed,
-                speaker=args.speaker,
-                open_webui=args.open_webui,
-            )
-        replay_plan = _Plan(plan, args.model, args.max_turns)
-        errors: list[BaseException] = []
-
-        def run_arm(arm: str) -> None:
-            try:
-                replay(instances[arm], replay_plan, args.sessions, journal, args.interval)
-                sent = len(journal.with_prefix(f"{arm}/turn/"))
-                memories = journal.get(f"{arm}/memories")
-                if memories is None or memories.get("turns") != sent:
-                    drain(instances[arm])
-                    setup = journal.get(f"{arm}/setup")
-                    assert setup is not None
-                    journal.add(
-                        f"{arm}/memories",
-                        memories=stored_memories(instances[arm], setup["user_id"]),
-                        turns=sent,
-                    )
-                    _progress(f"{arm}: replay done and drained")
-            except BaseException as exc:  # reported after both threads end
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run_arm, args=(arm,)) for arm in instances]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
-        if questions:
-            for arm, instance_arm in (
-                ("none", "builtin"),
-                ("builtin", "builtin"),
-                ("ours", "ours"),
-            ):
-                for question in questions:
-                    ask(instances[instance_arm], arm, question, args.model, journal)
-            judge(args.model_url, args.model, journal)
+        if not args.report_only:
+            run(args, journal, plan, questions, embed, instances)
+        results = build_results(args, journal, plan, questions, embed, command)
     finally:
         for instance in instances.values():
             instance.stop()
         encoder.close()
-    results = build_results(args, journal, plan, questions, embed, command)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     (args.out / "results.md").write_text(render_markdown(results))
     _progress(f"results in {args.out}")
     return 0
+
+
+def run(
+    args: argparse.Namespace,
+    journal: Journal,
+    plan: Any,
+    questions: Sequence[QAItem],
+    embed: Callable[[Sequence[str]], list[list[float]]],
+    instances: dict[str, Instance],
+) -> None:
+    """Start both arms, replay them side by side, then ask and judge (steps not yet done)."""
+    urls = {"builtin": args.model_url, "ours": args.ours_model_url or args.model_url}
+    for arm in ("builtin", "ours"):
+        _progress(f"{arm}: starting Open WebUI")
+        instances[arm] = start_instance(
+            arm,
+            journal=journal,
+            state=args.state,
+            upstream=urls[arm],
+            model=args.model,
+            interval=args.interval,
+            embed=embed,
+            speaker=args.speaker,
+            open_webui=args.open_webui,
+        )
+    replay_plan = _Plan(plan, args.model, args.max_turns)
+    errors: list[BaseException] = []
+
+    def run_arm(arm: str) -> None:
+        try:
+            replay(instances[arm], replay_plan, args.sessions, journal, args.interval)
+            sent = len(journal.with_prefix(f"{arm}/turn/"))
+            memories = journal.get(f"{arm}/memories")
+            if memories is None or memories.get("turns") != sent:
+                drain(instances[arm])
+                setup = journal.get(f"{arm}/setup")
+                assert setup is not None
+                journal.add(
+                    f"{arm}/memories",
+                    memories=stored_memories(instances[arm], setup["user_id"]),
+                    turns=sent,
+                )
+                _progress(f"{arm}: replay done and drained")
+        except BaseException as exc:  # reported after both threads end
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run_arm, args=(arm,)) for arm in instances]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    if questions:
+        for arm, instance_arm in (
+            ("none", "builtin"),
+            ("builtin", "builtin"),
+            ("ours", "ours"),
+        ):
+            for question in questions:
+                ask(instances[instance_arm], arm, question, args.model, journal)
+        judge(args.model_url, args.model, journal)
 
 
 class _Plan:

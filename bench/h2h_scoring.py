@@ -6,19 +6,25 @@ The memory rule (deterministic; vectors are all-MiniLM-L6-v2, L2-normalised):
 - **correct**: the memory's cosine similarity to some LoCoMo observation fact of the replayed
   sessions (either speaker) is at least `FACT_THRESHOLD` (0.75, `bench.eval_scoring.
   MATCH_THRESHOLD`, measured there on reworded LoCoMo facts: 0.76–0.98 against their own fact);
-- **grounded**: not correct, but at least `FACT_THRESHOLD` similar to one dialogue turn of the
-  replayed sessions: it restates something said without being one of the dataset's facts
-  (small talk, a paraphrase of a line), neither confirmed nor contradicted;
+- **grounded**: not correct, but at least `FACT_THRESHOLD` similar to one sentence of a
+  dialogue turn of the replayed sessions (`turn_sentences`): it restates something said
+  without being one of the dataset's facts (small talk, a paraphrase of a line), neither
+  confirmed nor contradicted;
 - **wrong**: neither: nothing in the replayed sessions says it (an invention, a confusion of
   who said what, or a memory about the model's own reply);
 - **duplicate** (counted on top): it matches (≥ `FACT_THRESHOLD`) the same fact as an earlier
   memory of the same arm, or its cosine to an earlier memory is at least
   `DUPLICATE_THRESHOLD` (0.90).
+
+Before embedding, "User" / "the user" in a memory is replaced by the speaker's name
+(`name_the_user`): memory writers say "User adopted…", LoCoMo's facts say "Audrey adopted…",
+and the name alone would otherwise cost the cosine some 0.1.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,12 +40,27 @@ __all__ = [
     "Journal",
     "label_memories",
     "memory_counts",
+    "name_the_user",
     "render_markdown",
     "summarize_answers",
+    "turn_sentences",
 ]
 
 FACT_THRESHOLD = MATCH_THRESHOLD
 DUPLICATE_THRESHOLD = 0.90
+
+_THE_USER = re.compile(r"\b(?:the user|user)\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def name_the_user(text: str, speaker: str) -> str:
+    """`text` with "User" / "the user" (any case, also before "'s") replaced by `speaker`."""
+    return _THE_USER.sub(speaker, text)
+
+
+def turn_sentences(turns: Iterable[str]) -> list[str]:
+    """The sentences of the turns (split after . ! or ? and white space), empty ones left out."""
+    return [part.strip() for turn in turns for part in _SENTENCE_END.split(turn) if part.strip()]
 
 
 class Journal:

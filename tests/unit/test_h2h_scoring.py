@@ -13,8 +13,10 @@ from bench.h2h_scoring import (
     Journal,
     label_memories,
     memory_counts,
+    name_the_user,
     render_markdown,
     summarize_answers,
+    turn_sentences,
 )
 from bench.locomo import QAItem
 
@@ -169,3 +171,19 @@ def test_only_questions_whose_evidence_lies_in_the_replayed_sessions_are_asked()
 
     assert [q.index for q in pick_questions(items, [1, 2], 10)] == [0, 2]
     assert [q.index for q in pick_questions(items, [1, 2], 1)] == [0]
+
+
+def test_the_user_is_named_as_the_dataset_names_the_speaker() -> None:
+    assert name_the_user("User adopted Pixie; the user's dogs are four", "Audrey") == (
+        "Audrey adopted Pixie; Audrey's dogs are four"
+    )
+    assert name_the_user("Users of the app", "Audrey") == "Users of the app"
+
+
+def test_turns_are_split_into_sentences() -> None:
+    assert turn_sentences(["Hi! I got a dog. Is it cute?", "  ", "Yes"]) == [
+        "Hi!",
+        "I got a dog.",
+        "Is it cute?",
+        "Yes",
+    ]
