@@ -171,6 +171,13 @@ def _ports(journal: Journal, arm: str) -> dict[str, Any]:
     return record
 
 
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5, trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def start_instance(
     arm: str,
     *,
@@ -196,7 +203,13 @@ def start_instance(
     processes: list[ManagedProcess] = []
     service_url = f"http://127.0.0.1:{ports['service']}"
     try:
-        if arm == "ours":
+        # a run stopped without its cleanup (killed) leaves its servers up: adopt them
+        adopted = _answers(f"{base_url}/health") and (
+            arm != "ours" or _answers(f"{service_url}/readyz")
+        )
+        if adopted:
+            _progress(f"{arm}: reusing the Open WebUI already serving {base_url}")
+        if arm == "ours" and not adopted:
             env = _service_env(
                 arm_dir / "service-state", int(ports["service"]), ports["service_key"], upstream
             )
@@ -228,18 +241,19 @@ def start_instance(
                 "AIOHTTP_CLIENT_TIMEOUT": str(int(CALL_TIMEOUT_S)),
             }
         )
-        processes.append(
-            ManagedProcess.start(
-                "open-webui",
-                [str(open_webui), "serve", "--host", "127.0.0.1", "--port", str(ports["owui"])],
-                env=env,
-                cwd=work_dir,
-                log_path=arm_dir / "open-webui.log",
+        if not adopted:
+            processes.append(
+                ManagedProcess.start(
+                    "open-webui",
+                    [str(open_webui), "serve", "--host", "127.0.0.1", "--port", str(ports["owui"])],
+                    env=env,
+                    cwd=work_dir,
+                    log_path=arm_dir / "open-webui.log",
+                )
             )
-        )
-        if arm == "ours":
-            processes[0].wait_http(f"{service_url}/readyz", timeout_s=SERVICE_START_TIMEOUT_S)
-        processes[-1].wait_http(f"{base_url}/health", timeout_s=OPEN_WEBUI_START_TIMEOUT_S)
+            if arm == "ours":
+                processes[0].wait_http(f"{service_url}/readyz", timeout_s=SERVICE_START_TIMEOUT_S)
+            processes[-1].wait_http(f"{base_url}/health", timeout_s=OPEN_WEBUI_START_TIMEOUT_S)
         admin_account = _sign_in(base_url, ADMIN_EMAIL, ADMIN_PASSWORD)
         admin = OpenWebUIClient(base_url, admin_account)
         admin.http.timeout = httpx.Timeout(CALL_TIMEOUT_S)
@@ -718,6 +732,11 @@ def run(
                     turns=sent,
                 )
                 _progress(f"{arm}: replay done and drained")
+            # each instance asks as soon as its own learning is done ("none" is the builtin
+            # instance with memory off for the request)
+            for asked in ("none", "builtin") if arm == "builtin" else ("ours",):
+                for question in questions:
+                    ask(instances[arm], asked, question, args.model, journal)
         except BaseException as exc:  # reported after both threads end
             errors.append(exc)
 
@@ -728,15 +747,7 @@ def run(
         thread.join()
     if errors:
         raise errors[0]
-    if questions:
-        for arm, instance_arm in (
-            ("none", "builtin"),
-            ("builtin", "builtin"),
-            ("ours", "ours"),
-        ):
-            for question in questions:
-                ask(instances[instance_arm], arm, question, args.model, journal)
-        judge(args.model_url, args.model, journal)
+    judge(args.model_url, args.model, journal)
 
 
 class _Plan:
