@@ -57,7 +57,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,10 +124,21 @@ def _progress(line: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
-def pick_questions(items: Sequence[QAItem], sessions: Sequence[int], limit: int) -> list[QAItem]:
-    """Questions whose evidence all lies in `sessions`, in dataset order, at most `limit`."""
+def pick_questions(
+    items: Sequence[QAItem],
+    sessions: Sequence[int],
+    limit: int,
+    replayed: Collection[str] | None = None,
+) -> list[QAItem]:
+    """Questions whose evidence all lies in `sessions` (and, when given, in the `replayed`
+    dia_ids: a replay cut by `--max-turns`), in dataset order, at most `limit`."""
     prefixes = tuple(f"D{n}:" for n in sessions)
-    return [q for q in items if all(e.startswith(prefixes) for e in q.evidence)][:limit]
+    return [
+        q
+        for q in items
+        if all(e.startswith(prefixes) for e in q.evidence)
+        and (replayed is None or all(e in replayed for e in q.evidence))
+    ][:limit]
 
 
 # -- one instance of Open WebUI ------------------------------------------------------------------
@@ -549,15 +560,14 @@ def build_results(
     questions: Sequence[QAItem],
     embed: Callable[[Sequence[str]], list[list[float]]],
     command: str,
+    replayed: Collection[str],
 ) -> dict[str, Any]:
-    facts = [f for f in plan.facts if f.session in args.sessions]
-    other_facts: list[Any] = []
+    """The run's figures from the journal; facts and turns are those of the `replayed`
+    dia_ids (a fact counts when one of the turns it cites was replayed)."""
     sample = load_conversation(args.data, args.conversation)
-    for other in build_replay_plan(sample, plan.other).facts:
-        if other.session in args.sessions:
-            other_facts.append(other)
-    all_facts = [f.text for f in facts + other_facts]
-    turns = turn_sentences(t.text for t in conversation_turns(sample) if t.session in args.sessions)
+    both = list(plan.facts) + list(build_replay_plan(sample, plan.other).facts)
+    all_facts = [f.text for f in both if any(d in replayed for d in f.dia_ids)]
+    turns = turn_sentences(t.text for t in conversation_turns(sample) if t.dia_id in replayed)
     fact_vectors = np.array(embed(all_facts)) if all_facts else np.zeros((0, 384))
     turn_vectors = np.array(embed(turns)) if turns else np.zeros((0, 384))
     memories: dict[str, Any] = {}
@@ -588,7 +598,7 @@ def build_results(
         arm: [r["seconds"] for r in journal.with_prefix(f"{arm}/turn/")]
         for arm in ("builtin", "ours")
     }
-    replayed = sum(len(s.groups) for s in plan.sessions if s.session in args.sessions)
+    user_turns = sum(len(s.groups) for s in args.replay_plan.sessions if s.session in args.sessions)
     return {
         "benchmark": "h2h_openwebui",
         "command": command,
@@ -597,7 +607,7 @@ def build_results(
         "conversation": plan.conversation_id,
         "sessions": ",".join(str(s) for s in args.sessions),
         "speaker": plan.speaker,
-        "turns": replayed,
+        "turns": user_turns,
         "turns_sent": {arm: len(v) for arm, v in turn_seconds.items()},
         "turn_seconds_mean": {
             arm: round(sum(v) / len(v), 1) if v else None for arm, v in turn_seconds.items()
@@ -672,14 +682,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     journal = Journal(args.state / "journal.jsonl")
     sample = load_conversation(args.data, args.conversation)
     plan = build_replay_plan(sample, args.speaker)
-    questions = pick_questions(load_qa(sample), args.sessions, args.questions)
+    replay_plan = _Plan(plan, args.model, args.max_turns)
+    replayed = {
+        dia_id
+        for session in replay_plan.sessions
+        if session.session in args.sessions
+        for group in session.groups
+        for dia_id in group.dia_ids
+    }
+    questions = pick_questions(
+        load_qa(sample),
+        args.sessions,
+        args.questions,
+        replayed if args.max_turns is not None else None,
+    )
     _progress(f"{len(questions)} questions; loading the encoder")
     embed, encoder = _encoder_embed()
     instances: dict[str, Instance] = {}
     try:
         if not args.report_only:
-            run(args, journal, plan, questions, embed, instances)
-        results = build_results(args, journal, plan, questions, embed, command)
+            run(args, journal, replay_plan, questions, embed, instances)
+        args.replay_plan = replay_plan
+        results = build_results(args, journal, plan, questions, embed, command, replayed)
     finally:
         for instance in instances.values():
             instance.stop()
@@ -714,12 +738,11 @@ def run(
             speaker=args.speaker,
             open_webui=args.open_webui,
         )
-    replay_plan = _Plan(plan, args.model, args.max_turns)
     errors: list[BaseException] = []
 
     def run_arm(arm: str) -> None:
         try:
-            replay(instances[arm], replay_plan, args.sessions, journal, args.interval)
+            replay(instances[arm], plan, args.sessions, journal, args.interval)
             sent = len(journal.with_prefix(f"{arm}/turn/"))
             memories = journal.get(f"{arm}/memories")
             if memories is None or memories.get("turns") != sent:
