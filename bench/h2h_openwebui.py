@@ -675,7 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="forget an earlier run's state")
     args = parser.parse_args(argv)
     args.sessions = [int(s) for s in str(args.sessions).split(",") if s.strip()]
-    command = "python -m bench.h2h_openwebui " + shlex.join(list(argv or sys.argv[1:]))
+    # the command of the run itself: a report rebuilt from its journal says how it was run
+    ran = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
+    command = "python -m bench.h2h_openwebui " + shlex.join(ran)
     if args.fresh and args.state.exists():
         shutil.rmtree(args.state)
     args.state.mkdir(parents=True, exist_ok=True)
