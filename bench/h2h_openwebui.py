@@ -26,10 +26,12 @@ answers it (at most `REPLY_TOKENS` tokens: its reply is not what is measured), a
 reply is then replaced by the other speaker's real LoCoMo line, so that later turns, the
 review's transcript and the filter's next inlet see the real conversation.
 
-Then the questions of that conversation whose evidence lies in the replayed sessions are asked
+Then the questions of that conversation whose evidence lies in the replayed turns are asked
 by the same user in new temporary chats (`chat_id` "local:…": nothing is learned from them in
 either arm) in three arms: **none** (the builtin instance with `features.memory` false: no
-memory at all), **builtin** and **ours**. The model's request is read at the relay
+memory at all), **builtin** and **ours**; each instance asks as soon as its own learning has
+drained. `--max-turns N` cuts both replays after N user turns (and keeps only the questions
+and facts of the replayed turns). The model's request is read at the relay
 (`bench.h2h_relay`): injected text = the request's system-message text (no system prompt is
 configured, so it is all memory), tokens by `service.core.tokens.estimate_tokens`;
 `ttft_s` = the client's send → the model's first content token (the relay asks the model for
@@ -638,8 +640,12 @@ def build_results(
         ],
         "notes": [
             "Memory labels: bench.h2h_scoring (correct = cosine >= 0.75 to an observation fact "
-            "of the replayed sessions, grounded = >= 0.75 to a turn but no fact, wrong = "
-            "neither; duplicate = same fact as an earlier memory or cosine >= 0.90 to one).",
+            "citing a replayed turn, either speaker, with 'User' read as the speaker's name; "
+            "grounded = >= 0.75 to a sentence of a replayed turn but no fact; wrong = neither; "
+            "duplicate = same fact as an earlier memory or cosine >= 0.90 to one).",
+            "Questions are asked in new temporary chats; the built-in and no-memory arms as "
+            "soon as the built-in replay had drained, ours once our service had (the two arms "
+            "used two llama.cpp servers of the same model: --model-url, --ours-model-url).",
             "The judge is the same 1.5B model: weak; the raw rows are in results.json.",
         ],
     }

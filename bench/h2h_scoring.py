@@ -267,5 +267,5 @@ def render_markdown(results: Mapping[str, Any]) -> str:
             f"| {row['ttft_s_median']} | {row['pre_model_s_median']} | "
             f"{row['ttft_added_s_mean']} ({row['ttft_added_pairs']} pairs) |"
         )
-    lines += ["", *results.get("notes", [])]
+    lines += ["", *(f"- {note}" for note in results.get("notes", []))]
     return "\n".join(lines) + "\n"
