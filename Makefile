@@ -91,6 +91,20 @@ local-llm-setup: $(RUN_STAMP) ## install llama.cpp's server into .venv (compiled
 local-llm: local-llm-setup ## serve LOCAL_LLM_MODEL (qwen2.5-1.5b | smollm2-135m) on 127.0.0.1:$(LOCAL_LLM_PORT)
 	$(BIN)/python -m service local-llm --model $(LOCAL_LLM_MODEL) --port $(LOCAL_LLM_PORT)
 
+# --- issue 25 item 2: the same LoCoMo sessions through a real Open WebUI 0.12.4, once with its
+# built-in memory (background review on), once with this product; a real llama.cpp model
+# (`make local-llm`) answers, reviews, extracts and judges. Long (about an hour on 2 cores),
+# resumable, so not part of `make bench` (docs/discussions/builtin-memory.md).
+H2H_MODEL_URL ?= http://127.0.0.1:$(LOCAL_LLM_PORT)/v1
+H2H_OURS_MODEL_URL ?= $(H2H_MODEL_URL)
+H2H_ARGS ?=
+
+.PHONY: h2h
+h2h: $(STAMP) ## built-in memory vs ours end to end through a real Open WebUI 0.12.4 and a local model (bench/results/h2h_openwebui/)
+	bash tests/e2e/setup.sh
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.h2h_openwebui --data $(LOCOMO) \
+		--model-url $(H2H_MODEL_URL) --ours-model-url $(H2H_OURS_MODEL_URL) $(H2H_ARGS)
+
 scale: $(STAMP) ## one vs two API processes beside a worker, one vs two workers (bench/results/scale.*)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.scale
 

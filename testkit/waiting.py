@@ -21,7 +21,7 @@ under the suite's per-test timeout (pyproject.toml), so a real hang names what i
 
 
 def wait_until(
-    condition: Callable[[], T],
+    condition: Callable[[], T | None],
     *,
     what: str,
     timeout_s: float = DEFAULT_TIMEOUT_S,

@@ -417,7 +417,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             installer_output="",
         )
         result.clients["admin"] = admin_client
-        cleanup.callback(lambda: [c.close() for c in result.clients.values()])
+
+        def close_clients() -> None:
+            for client in result.clients.values():
+                client.close()
+
+        cleanup.callback(close_clients)
 
         installing = time.monotonic()
         installed = result.run_installer()
