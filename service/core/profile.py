@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
-from service.core import safety
+from service.core import dedup, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope
 
 MIN_MEMORIES = 5
@@ -86,3 +86,68 @@ def checked_profile(text: str) -> str | None:
     if not text or safety.looks_like_instruction(text):
         return None
     return text
+
+
+# A clause ends at a sentence end, a semicolon or a line break; a "Label: value" record
+# ("Name: Sarah Age: 35") is one clause per label, even on one line. A label is up to three
+# words, the later ones lower-case: "Age:", "Favourite food:", but not "Sarah Age:".
+_LABEL_WORDS = r"[^\W\d_]\w*(?: [^\W\d_A-Z]\w*){0,2}:"
+_CLAUSE_END = re.compile(rf"(?<=[.!?;])\s+|\n+|\s+(?={_LABEL_WORDS}\s)")
+_LABEL = re.compile(rf"^\s*{_LABEL_WORDS}\s*")
+#: a name in the profile matches a word of the notes when one is a prefix of the other and
+#: the shorter has at least this many letters ("dog" / "dogs", "Portland" / "Portland's")
+_PREFIX_MIN = 3
+
+
+def _known(word: str, vocabulary: set[str]) -> bool:
+    if word in vocabulary:
+        return True
+    if len(word) < _PREFIX_MIN or any(ch.isdigit() for ch in word):
+        return False
+    return any(
+        len(known) >= _PREFIX_MIN and (known.startswith(word) or word.startswith(known))
+        for known in vocabulary
+    )
+
+
+def _invented(clause: str, vocabulary: set[str]) -> set[str]:
+    """The names and numbers of `clause` that no note (nor the user's name) holds.
+
+    A label ("Age:") is not checked, its value is — and the value's first word counts as
+    a name when capitalized ("Name: Sarah"), which `dedup.distinguishing_words` skips as a
+    sentence start.
+    """
+    value = _LABEL.sub("", clause, count=1)
+    checked = dedup.distinguishing_words(value)
+    if value != clause:
+        first = value.split(maxsplit=1)[:1]
+        if first and first[0][:1].isupper():
+            checked |= dedup.words(first[0])
+    return {word for word in checked if not _known(word, vocabulary)}
+
+
+def grounded_profile(
+    text: str, *, memories: Sequence[Memory], user_name: str | None = None
+) -> str | None:
+    """`text` without the clauses that name a person, place, number or date no note holds.
+
+    Small models fill a profile with a made-up name, age or job ("Name: Sarah Age: 35" for
+    a user called Audrey whose notes give neither, measured with Qwen2.5-1.5B in `make h2h`).
+    The prompt forbids it; this enforces it. A clause is a sentence, a `;`-part, a line or
+    one "Label: value" record; its distinguishing words (`dedup.distinguishing_words`:
+    numbers, dates, capitalized words) must each be in a note, the notes' dates or the
+    user's name. The text is returned unchanged when every clause passes.
+
+    Returns:
+        The kept clauses, or None when none is left.
+    """
+    vocabulary: set[str] = set()
+    for memory in memories:
+        vocabulary |= dedup.words(memory.content) | dedup.words(f"{memory.created_at:%Y-%m-%d}")
+    if user_name:
+        vocabulary |= dedup.words(user_name)
+    clauses = [c for c in _CLAUSE_END.split(text) if c.strip()]
+    kept = [c.strip().rstrip(";,") for c in clauses if not _invented(c, vocabulary)]
+    if len(kept) == len(clauses):
+        return text.strip() or None
+    return " ".join(c if c[-1:] in ".!?…" else c + "." for c in kept) or None

@@ -32,7 +32,8 @@ async def refresh_profile(
 
     Returns:
         "written", "unchanged", "removed" (fewer than 5 memories), "refused" (the answer
-        was empty or read as an instruction) or "skipped" (no LLM).
+        was empty, only invented names and numbers, or read as an instruction) or "skipped"
+        (no LLM).
 
     Raises:
         LLMUnavailable: the LLM failed (the job retries; the old profile stays).
@@ -55,10 +56,16 @@ async def refresh_profile(
     answer = await rt.llm.complete(
         policy.build_messages(user_name=user_name, memories=recent), max_tokens=400, temperature=0.2
     )
-    text = policy.checked_profile(policy.clean_profile(answer))
+    grounded = policy.grounded_profile(
+        policy.clean_profile(answer), memories=recent, user_name=user_name
+    )
+    text = policy.checked_profile(grounded) if grounded is not None else None
     if text is None:
         # the previous profile (if any) stays: it passed the same checks
-        log.warning("the profile answer for %s reads as an instruction; not stored", user_id)
+        log.warning(
+            "the profile answer for %s is empty, invented or reads as an instruction; not stored",
+            user_id,
+        )
         return "refused"
     async with rt.db.unit_of_work() as session:
         # Sources forgotten while the LLM was writing must not come back through the profile.

@@ -220,3 +220,27 @@ def test_the_profile_and_the_items_share_one_budget(
     ]
     lines = answer["block"].split("I recall the following about you:\n")[1].split("\n\n")[0]
     assert estimate_tokens(answer["profile"]) + estimate_tokens(lines) <= 40
+
+
+def _inventing_profile_writer(request: dict[str, Any]) -> str:
+    """What Qwen2.5-1.5B wrote in `make h2h`: a made-up name and age before the facts."""
+    if new_user_message(request):
+        return '{"operations": []}'
+    return "Name: Sarah Age: 35 Occupation: night worker\n" + _profile_writer(request)
+
+
+def test_a_profile_never_states_a_name_or_number_its_memories_do_not_hold(
+    service_factory: Callable[..., LiveService],
+) -> None:
+    with LLMStub(responder=_inventing_profile_writer) as llm:
+        live = service_factory(LLM_BASE_URL=llm.base_url, LLM_MODEL="m")
+        for fact in PERSONAL:
+            live.client.post("/v1/users/pat/memories", json={"content": fact})
+
+        def over_every_fact() -> str | None:
+            profile: str | None = _context(live)["profile"]
+            return profile if profile and all(f in profile for f in PERSONAL) else None
+
+        profile = _wait_for(over_every_fact)
+    assert "Sarah" not in profile and "35" not in profile
+    assert profile.startswith("Occupation: night worker.")
