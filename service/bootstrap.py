@@ -17,6 +17,7 @@ from service.embeddings.encoder import Encoder
 from service.flows.ids import install_short_id_key
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app, retry_policy_of
+from service.jobs.queue import ProcrastinateQueue
 from service.llm.client import LLMClient
 from service.storage import hybrid_search, migrate
 from service.storage.db import Database, libpq_url, start_embedded
@@ -101,11 +102,13 @@ def build_runtime(
         ),
         encoder=encoder,
         llm=build_llm(settings),
-        jobs=build_job_app(
-            libpq_url(url),
-            retry_policy=retry_policy_of(settings),
-            pool_size=settings.jobs_pool_size,
-            pooled=pooled,
+        jobs=ProcrastinateQueue(
+            build_job_app(
+                libpq_url(url),
+                retry_policy=retry_policy_of(settings),
+                pool_size=settings.jobs_pool_size,
+                pooled=pooled,
+            )
         ),
         direct_url=libpq_url(direct_url(settings, url)),
     )

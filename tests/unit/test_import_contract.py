@@ -133,6 +133,47 @@ def test_only_storage_talks_to_the_database() -> None:
     assert outside == []
 
 
+QUEUE_LIBRARY = "procrastinate"
+QUEUE_LAYERS = ("jobs",)
+"""Only jobs/ knows the job queue's library; flows defer through `Runtime.jobs`
+(flows/runtime.py `JobQueue`, implemented in jobs/queue.py)."""
+
+
+def _queue_library_breaches(root: Path = SERVICE) -> list[str]:
+    outside = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] in QUEUE_LAYERS:
+            continue
+        for name in sorted(_third_party_imports(path)):
+            if name.split(".")[0] == QUEUE_LIBRARY:
+                outside.append(f"{path.relative_to(root.parent).as_posix()} imports {name}")
+    return outside
+
+
+def test_only_jobs_imports_the_job_queue_library() -> None:
+    assert _queue_library_breaches() == []
+
+
+def test_the_queue_rule_names_a_flow_that_imports_procrastinate(tmp_path: Path) -> None:
+    flows = tmp_path / "service" / "flows"
+    flows.mkdir(parents=True)
+    (flows / "turns.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    import procrastinate\n"
+        "from procrastinate.exceptions import AlreadyEnqueued\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "service" / "jobs").mkdir()
+    (tmp_path / "service" / "jobs" / "queue.py").write_text(
+        "import procrastinate\n", encoding="utf-8"
+    )
+    assert _queue_library_breaches(tmp_path / "service") == [
+        "service/flows/turns.py imports procrastinate",
+        "service/flows/turns.py imports procrastinate.exceptions",
+    ]
+
+
 def test_every_layer_of_the_service_is_in_the_contract() -> None:
     layers = {
         _layer(".".join(p.relative_to(SERVICE.parent).with_suffix("").parts))
