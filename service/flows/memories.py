@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from service.core import assistants, forget_guard, limits, safety
+from service.core import banks, forget_guard, limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import chat_summary, planted_check
@@ -46,27 +46,13 @@ def owned_scope(
     Raises:
         InvalidInput: the user and assistant ids are too long together.
     """
-    cells = [
-        Scope(OwnerKind.USER, user_id, Bank.PERSONAL),
-        Scope(OwnerKind.USER, user_id, Bank.INTERACTION),
-    ]
-    if folder_id:
-        cells.append(Scope(OwnerKind.FOLDER, folder_id, Bank.PROJECT))
-    if assistant_id:
-        cells.append(assistant_cell(user_id, assistant_id))
+    try:
+        cells = banks.user_cells(user_id, folder_id=folder_id, assistant_id=assistant_id)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
     if bank is not None:
         cells = [c for c in cells if c.bank is bank]
     return ReadScope(tuple(cells))
-
-
-def assistant_cell(user_id: str, assistant_id: str) -> Scope:
-    """`user_id`'s memory for `assistant_id`. Raises InvalidInput when the ids are too long."""
-    try:
-        return Scope(
-            OwnerKind.ASSISTANT, assistants.owner_id(user_id, assistant_id), Bank.ASSISTANT
-        )
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from exc
 
 
 async def everything_of(rt: Runtime, *, user_id: str) -> ReadScope:
@@ -76,7 +62,7 @@ async def everything_of(rt: Runtime, *, user_id: str) -> ReadScope:
         owners = await memories.assistant_owners(session, user_id=user_id)
     own = owned_scope(user_id)
     return ReadScope(
-        own.scopes + tuple(Scope(OwnerKind.ASSISTANT, o, Bank.ASSISTANT) for o in owners)
+        own.scopes + tuple(c for o in owners for c in banks.owner_cells(OwnerKind.ASSISTANT, o))
     )
 
 
@@ -175,7 +161,7 @@ async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -
     memory for every assistant, and the Project Memory of `folder_id` when given."""
     scope = await everything_of(rt, user_id=user_id)
     if folder_id:
-        scope = ReadScope((*scope.scopes, Scope(OwnerKind.FOLDER, folder_id, Bank.PROJECT)))
+        scope = ReadScope((*scope.scopes, *banks.owner_cells(OwnerKind.FOLDER, folder_id)))
     async with rt.db.unit_of_work() as session:
         return await memories.export_rows(session, scope=scope)
 
@@ -213,18 +199,12 @@ async def add_for_user(
         InvalidInput: empty or instruction-like text, a Project memory without a folder, an
             Assistant memory without its assistant.
     """
-    if bank is Bank.PROJECT and not folder_id:
-        raise InvalidInput("a Project Memory needs the folder_id of its project")
-    if bank is Bank.CHAT:
-        raise InvalidInput("Chat Memory is added from inside its chat (/memory add chat: …)")
-    if (bank is Bank.ASSISTANT) != bool(assistant_id):
-        raise InvalidInput("an Assistant Memory needs assistant_id, and only it takes one")
-    if bank is Bank.ASSISTANT and assistant_id:
-        cell = assistant_cell(user_id, assistant_id)
-    elif bank is Bank.PROJECT and folder_id:
-        cell = Scope(OwnerKind.FOLDER, folder_id, bank)
-    else:
-        cell = Scope(OwnerKind.USER, user_id, bank)
+    try:
+        cell = banks.outside_chat_cell(
+            bank, user_id=user_id, folder_id=folder_id, assistant_id=assistant_id
+        )
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
     return await add(rt, cell=cell, content=content, tags=tags, actor=f"user:{user_id}")
 
 
@@ -376,7 +356,9 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
     """
     if not chat_ids:
         return 0
-    scope = ReadScope(tuple(Scope(OwnerKind.CHAT, c, Bank.CHAT) for c in chat_ids))
+    scope = ReadScope(
+        tuple(cell for c in chat_ids for cell in banks.owner_cells(OwnerKind.CHAT, c))
+    )
     async with rt.db.unit_of_work() as session:
         # turns still waiting are never extracted: nothing is written for a gone chat
         await turns.discard(session, chat_ids=chat_ids)
@@ -413,7 +395,9 @@ async def forget_folders(
     """
     if not folder_ids:
         return 0
-    scope = ReadScope(tuple(Scope(OwnerKind.FOLDER, f, Bank.PROJECT) for f in folder_ids))
+    scope = ReadScope(
+        tuple(cell for f in folder_ids for cell in banks.owner_cells(OwnerKind.FOLDER, f))
+    )
     async with rt.db.unit_of_work() as session:
         chat_ids = await turns.chat_ids_in_folders(session, folder_ids=folder_ids)
         if with_chats:
