@@ -13,6 +13,7 @@ from service.core import banks, forget_guard, limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import chat_summary, planted_check
+from service.flows import context as context_flow
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
@@ -124,36 +125,20 @@ async def keyword_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int
     return [c.memory for c in found]
 
 
-RRF_K = 60
-"""The rank constant of reciprocal rank fusion (Cormack, Clarke and Büttcher 2009)."""
-
-
 async def hybrid_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int) -> list[Memory]:
     """The `limit` memories of `scope` that best match `text`, most relevant first.
 
-    Text with `;` is a list of phrases (`keyword_search`); other text is searched by meaning
-    (similarity at least `relevance_threshold`) and by keywords, the two rankings fused by
-    reciprocal rank (RRF_K).
+    Text with `;` is a list of phrases (`keyword_search`); other text is ranked by the read
+    path's own ranking (`flows.context.retrieve` with its relevance gate: fusion of meaning
+    and keywords, recency, strength and diversity, core/ranking.py), so `/memory search`
+    and the memory tool order memories as the injected block does.
     """
     if ";" in text:
         return await keyword_search(rt, scope=scope, text=text, limit=limit)
-    vector = await rt.encoder.encode_one(text)
-    async with rt.db.unit_of_work() as session:
-        semantic = await memory_search.search(
-            session, scope=scope, query_vector=vector, limit=limit * 2
-        )
-        keyword = await memory_search.keyword_search(
-            session, scope=scope, text=text, limit=limit * 2
-        )
-    fused: dict[int, tuple[float, Memory]] = {}
-    relevant = [c for c in semantic if c.similarity >= rt.settings.relevance_threshold]
-    for rank, cand in enumerate(relevant):
-        fused[cand.memory.seq] = (1 / (RRF_K + rank + 1), cand.memory)
-    for rank, cand in enumerate(keyword):
-        score = fused.get(cand.memory.seq, (0.0, cand.memory))[0] + 1 / (RRF_K + rank + 1)
-        fused[cand.memory.seq] = (score, cand.memory)
-    ordered = sorted(fused.values(), key=lambda pair: (-pair[0], pair[1].seq))[:limit]
-    return [m for _, m in ordered]
+    ranked = await context_flow.retrieve(
+        rt, scope=scope, query=text, now=datetime.now(UTC), limit=limit, apply_gate=True
+    )
+    return [r.memory for r in ranked]
 
 
 async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -> list[Memory]:
