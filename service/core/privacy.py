@@ -188,3 +188,15 @@ def command_refusal(chat: ChatContext, bank: Bank) -> str:
     if row.chat_kinds is not None:
         return f"{row.label} needs a saved chat"
     return f"{bank.label} memories cannot be changed in a shared chat"
+
+
+def takes_commands(chat: ChatContext) -> bool:
+    """Do `/memory` commands work here? In chats only (saved, temporary, channel): an API
+    call, an automation or a background task has nobody to answer."""
+    return chat.kind not in _NO_MEMORY_KINDS
+
+
+def takes_whole_memory_commands(chat: ChatContext) -> bool:
+    """May `forget all` and `import` run here? They change everything of the sender at once
+    and their previews show it, so only in a chat nobody else sees."""
+    return not chat.collaborative

@@ -24,7 +24,6 @@ from service.core.commands import Command, CommandName
 from service.core.records import (
     Bank,
     ChatContext,
-    ChatKind,
     Memory,
     OwnerKind,
     ReadScope,
@@ -67,7 +66,7 @@ async def run_command(
     if command.name is None:
         return "unknown", text.unknown_command_text(command.word)
     scope = privacy.read_scope(chat)
-    if chat.kind in (ChatKind.API, ChatKind.AUTOMATED, ChatKind.TASK):
+    if not privacy.takes_commands(chat):
         return command.name.value, "Memory commands work in chats only."
     handler = _HANDLERS[command.name]
     try:
@@ -270,7 +269,7 @@ _confirmed_forget_all: TTLCache[tuple[str, str, str], asyncio.Task[str]] = TTLCa
 
 
 async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
-    if chat.collaborative:
+    if not privacy.takes_whole_memory_commands(chat):
         raise InvalidInput("forget all works in a private chat only")
     key = (chat.user_id, chat.assistant_id or "", code)
     earlier = _confirmed_forget_all.get(key) if code else None

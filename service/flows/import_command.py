@@ -73,7 +73,7 @@ def _chat_cells(chat: ChatContext) -> imports.CellFor:
 
 async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None) -> str:
     """The answer to `/memory import <args>` (a preview, or the result of a confirmation)."""
-    if chat.collaborative:
+    if not privacy.takes_whole_memory_commands(chat):
         raise InvalidInput("import works in a private chat only")
     word, _, rest = args.partition(" ")
     if word.lower() == "confirm":
@@ -373,7 +373,7 @@ async def from_openwebui(
     `storage/forgotten_texts.py`) unless `include_forgotten`; the answer says how many.
     Private chats only.
     """
-    if chat.collaborative:
+    if not privacy.takes_whole_memory_commands(chat):
         return "That didn't work: import works in a private chat only."
     if not memories:
         return (
