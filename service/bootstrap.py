@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 from service.config import Settings
 from service.embeddings.encoder import Encoder
+from service.errors import MemoryServiceError
 from service.flows.ids import install_short_id_key
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app, retry_policy_of
@@ -129,6 +130,36 @@ async def close_runtime(rt: Runtime) -> None:
 async def migrate_database(url: str) -> None:
     """Apply every migration not yet applied to the database at `url` (in a thread)."""
     await asyncio.to_thread(migrate.upgrade, url)
+
+
+async def migrate_to(url: str, revision: str) -> tuple[str, str | None]:
+    """Migrate the database at `url` up or down to `revision` (storage/migrate.py
+    `migrate_to`, in a thread): what was done and the revision it is at now."""
+    done = await asyncio.to_thread(migrate.migrate_to, url, revision)
+    return done, await asyncio.to_thread(migrate.current_revision, url)
+
+
+async def is_at_head(url: str) -> bool:
+    """Is the database at `url` at the newest migration? (in a thread)"""
+    return await asyncio.to_thread(migrate.is_at_head, url)
+
+
+def head_revision() -> str | None:
+    """The newest migration's revision id."""
+    return migrate.head_revision()
+
+
+async def require_head(url: str) -> None:
+    """For commands that use the database without migrating it.
+
+    Raises:
+        MemoryServiceError: the database at `url` is behind the newest migration.
+    """
+    if not await is_at_head(url):
+        raise MemoryServiceError(
+            "the database is not at the newest migration; run "
+            "`python -m service migrate` (or start the service) first"
+        )
 
 
 @contextlib.asynccontextmanager
