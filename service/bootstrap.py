@@ -14,9 +14,11 @@ from collections.abc import AsyncIterator
 
 from service.config import Settings
 from service.embeddings.encoder import Encoder
+from service.errors import MemoryServiceError
 from service.flows.ids import install_short_id_key
 from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app, retry_policy_of
+from service.jobs.queue import ProcrastinateQueue
 from service.llm.client import LLMClient
 from service.storage import hybrid_search, migrate
 from service.storage.db import Database, libpq_url, start_embedded
@@ -101,11 +103,13 @@ def build_runtime(
         ),
         encoder=encoder,
         llm=build_llm(settings),
-        jobs=build_job_app(
-            libpq_url(url),
-            retry_policy=retry_policy_of(settings),
-            pool_size=settings.jobs_pool_size,
-            pooled=pooled,
+        jobs=ProcrastinateQueue(
+            build_job_app(
+                libpq_url(url),
+                retry_policy=retry_policy_of(settings),
+                pool_size=settings.jobs_pool_size,
+                pooled=pooled,
+            )
         ),
         direct_url=libpq_url(direct_url(settings, url)),
     )
@@ -126,6 +130,36 @@ async def close_runtime(rt: Runtime) -> None:
 async def migrate_database(url: str) -> None:
     """Apply every migration not yet applied to the database at `url` (in a thread)."""
     await asyncio.to_thread(migrate.upgrade, url)
+
+
+async def migrate_to(url: str, revision: str) -> tuple[str, str | None]:
+    """Migrate the database at `url` up or down to `revision` (storage/migrate.py
+    `migrate_to`, in a thread): what was done and the revision it is at now."""
+    done = await asyncio.to_thread(migrate.migrate_to, url, revision)
+    return done, await asyncio.to_thread(migrate.current_revision, url)
+
+
+async def is_at_head(url: str) -> bool:
+    """Tell whether the database at `url` is at the newest migration (read in a thread)."""
+    return await asyncio.to_thread(migrate.is_at_head, url)
+
+
+def head_revision() -> str | None:
+    """The newest migration's revision id."""
+    return migrate.head_revision()
+
+
+async def require_head(url: str) -> None:
+    """For commands that use the database without migrating it.
+
+    Raises:
+        MemoryServiceError: the database at `url` is behind the newest migration.
+    """
+    if not await is_at_head(url):
+        raise MemoryServiceError(
+            "the database is not at the newest migration; run "
+            "`python -m service migrate` (or start the service) first"
+        )
 
 
 @contextlib.asynccontextmanager

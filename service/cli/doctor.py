@@ -83,8 +83,7 @@ async def _check_database(
     """Verdicts for the database, pgvector and migrations, and the Database when reachable;
     an embedded server started here runs until `stack` closes."""
     from service import bootstrap
-    from service.storage import admin, migrate
-    from service.storage.db import Database
+    from service.flows import diagnostics
 
     try:
         url = await stack.enter_async_context(bootstrap.database_url(settings))
@@ -94,11 +93,10 @@ async def _check_database(
         where = f"DATABASE_URL {_where(settings.database_url)}"
     else:
         where = f"embedded in {settings.state_dir / 'pgdata'}"
-    db = Database.connect(url, pool_size=1)
+    db = diagnostics.connect(url)
     try:
         async with asyncio.timeout(timeout_s):
-            async with db.unit_of_work() as session:
-                facts = await admin.database_facts(session)
+            facts = await diagnostics.database_facts(db)
     except Exception as exc:
         await db.dispose()
         return (
@@ -134,8 +132,8 @@ async def _check_database(
     else:
         verdicts.append(Verdict(OK, "pgvector", f"version {facts.pgvector_version}"))
     try:
-        at_head = await asyncio.wait_for(asyncio.to_thread(migrate.is_at_head, url), timeout_s)
-        head = migrate.head_revision()
+        at_head = await asyncio.wait_for(bootstrap.is_at_head(url), timeout_s)
+        head = bootstrap.head_revision()
         verdicts.append(
             Verdict(OK, "migrations", f"at the newest revision ({head})")
             if at_head
@@ -153,11 +151,10 @@ async def _check_database(
 
 async def _check_turns(db: Any) -> Verdict:
     """Turns whose extraction failed for good ("parked"): an admin's to retry."""
-    from service.storage import turns
+    from service.flows import diagnostics
 
     try:
-        async with db.unit_of_work() as session:
-            counts = await turns.counts(session)
+        counts = await diagnostics.turn_counts(db)
     except Exception:  # no tables yet (migrations not applied): no turns either
         return Verdict(OK, "turns", "none stored yet")
     if counts["failed"]:
@@ -172,7 +169,7 @@ async def _check_turns(db: Any) -> Verdict:
 
 async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
     from service import bootstrap
-    from service.storage import vectors
+    from service.flows import diagnostics
 
     try:
         encoder = await asyncio.to_thread(bootstrap.build_encoder, settings)
@@ -192,8 +189,7 @@ async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
         ]
         if db is not None:
             try:
-                async with db.unit_of_work() as session:
-                    in_use = await vectors.models_in_use(session)
+                in_use = await diagnostics.vector_models(db)
             except Exception:  # no tables yet (migrations not applied): nothing stored
                 in_use = {}
             others = {m: n for m, n in in_use.items() if m != encoder.model_name}
@@ -217,7 +213,7 @@ async def _check_embeddings(settings: Settings, db: Any) -> list[Verdict]:
 
 async def _check_llm(settings: Settings, timeout_s: float) -> list[Verdict]:
     from service import bootstrap
-    from service.llm.client import decode_json_answer
+    from service.flows.diagnostics import llm_json
 
     if not settings.llm_configured:
         return [
@@ -285,7 +281,7 @@ async def _check_llm(settings: Settings, timeout_s: float) -> list[Verdict]:
         )
         took_s = time.perf_counter() - started
         try:
-            decode_json_answer(answer)
+            llm_json(answer)
             verdicts.append(
                 Verdict(
                     OK, "llm", f"{settings.llm_model} answered a JSON request in {took_s:.1f} s"

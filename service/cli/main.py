@@ -112,13 +112,10 @@ def migrate(
 ) -> None:
     """Apply database migrations (or go back to an older revision) and exit."""
     from service import bootstrap
-    from service.storage import migrate as migrations
 
     async def run(settings: Settings) -> tuple[str, str | None]:
         async with bootstrap.database_url(settings) as url:
-            direct = bootstrap.direct_url(settings, url)
-            done = await asyncio.to_thread(migrations.migrate_to, direct, to)
-            return done, await asyncio.to_thread(migrations.current_revision, direct)
+            return await bootstrap.migrate_to(bootstrap.direct_url(settings, url), to)
 
     try:
         done, revision = asyncio.run(run(Settings()))

@@ -36,14 +36,9 @@ async def _runtime(settings: Settings) -> AsyncIterator[Runtime]:
     user's core profile to be rewritten)."""
     from service import bootstrap
     from service.flows.ids import install_short_id_key
-    from service.storage import migrate
 
     async with bootstrap.database_url(settings) as url:
-        if not await asyncio.to_thread(migrate.is_at_head, url):
-            raise MemoryServiceError(
-                "the database is not at the newest migration; run "
-                "`python -m service migrate` (or start the service) first"
-            )
+        await bootstrap.require_head(url)
         async with (
             bootstrap.open_runtime(settings, url=url, pool_size=2) as rt,
             rt.jobs.open_async(),

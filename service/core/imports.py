@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from service.core import dedup, redaction
-from service.core.records import Bank, Memory, SourceKind, Status
+from service.core import banks, dedup, redaction
+from service.core.records import Bank, Memory, OwnerKind, SourceKind, Status
 
 MAX_IMPORT_ITEMS = 5_000
 """Most memories one import may carry (a user's whole export stays well below)."""
@@ -104,15 +104,14 @@ def parse_export(data: object) -> ParsedExport:
         if entry.status is not Status.ACTIVE:
             history += 1
             continue
-        if entry.bank is Bank.CHAT or entry.source is SourceKind.CHAT_SUMMARY:
+        row = banks.spec(entry.bank)
+        if not row.portable or entry.source is SourceKind.CHAT_SUMMARY:
             unsupported += 1
             continue
-        if entry.bank is Bank.PROJECT and not entry.folder_id:
-            raise ValueError(f"memory {number} of the file is Project Memory without a folder_id")
-        if entry.bank is Bank.ASSISTANT and not entry.assistant_id:
-            raise ValueError(
-                f"memory {number} of the file is Assistant Memory without an assistant_id"
-            )
+        if row.owner_kind is OwnerKind.FOLDER and not entry.folder_id:
+            raise ValueError(f"memory {number} of the file is {row.label} without a folder_id")
+        if row.owner_kind is OwnerKind.ASSISTANT and not entry.assistant_id:
+            raise ValueError(f"memory {number} of the file is {row.label} without an assistant_id")
         created = _utc(entry.created_at)
         items.append(
             ImportItem(
@@ -125,8 +124,8 @@ def parse_export(data: object) -> ParsedExport:
                 source_message_id=entry.source_message_id,
                 created_at=created,
                 updated_at=max(created, _utc(entry.updated_at or created)),
-                folder_id=entry.folder_id if entry.bank is Bank.PROJECT else None,
-                assistant_id=entry.assistant_id if entry.bank is Bank.ASSISTANT else None,
+                folder_id=entry.folder_id if row.owner_kind is OwnerKind.FOLDER else None,
+                assistant_id=entry.assistant_id if row.owner_kind is OwnerKind.ASSISTANT else None,
             )
         )
     return ParsedExport(tuple(items), history, unsupported)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from service.core import banks, privacy
 from service.core import commands as text
-from service.core import privacy
 from service.core.records import Bank, ChatContext, ChatKind, Memory, ReadScope, Scope
 
 TAG_TOOL = "tool:model"
@@ -52,11 +52,9 @@ def add_cell(chat: ChatContext, bank: Bank | None) -> Scope | None:
     """
     writable = privacy.write_scope(chat)
     if bank is None:
-        for candidate in (Bank.ASSISTANT, Bank.PERSONAL, Bank.INTERACTION):
-            cell = writable.scope_for(candidate)
-            if cell is not None:
-                return cell
-        return None
+        bank = banks.first_default(set(writable.owners))
+        if bank is None:
+            return None
     return writable.scope_for(bank)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from service.core import assistants
+from service.core import banks
 from service.core.records import (
     Bank,
     ChatContext,
@@ -22,18 +22,16 @@ _NO_MEMORY_KINDS = frozenset({ChatKind.API, ChatKind.AUTOMATED, ChatKind.TASK})
 
 
 def assistant_cell(chat: ChatContext) -> Scope | None:
-    """The sender's memory for the chat's assistant; None outside an assistant chat.
+    """The sender's cell of the exclusive bank (their memory for the chat's assistant); None
+    outside an assistant chat.
 
     Raises:
         ValueError: the user and assistant ids are too long together (core/assistants.py).
     """
-    if not chat.assistant_id or not chat.user_id:
-        return None
-    return Scope(
-        OwnerKind.ASSISTANT,
-        assistants.owner_id(chat.user_id, chat.assistant_id),
-        Bank.ASSISTANT,
-    )
+    for row in banks.rows():
+        if row.exclusive:
+            return _cell(row, chat)
+    return None
 
 
 def uses_profile(chat: ChatContext) -> bool:
@@ -42,23 +40,39 @@ def uses_profile(chat: ChatContext) -> bool:
     return not chat.assistant_id
 
 
+def _cell(row: banks.BankSpec, chat: ChatContext) -> Scope | None:
+    return banks.owner_of(
+        row.bank,
+        user_id=chat.user_id,
+        folder_id=chat.folder_id,
+        chat_id=chat.chat_id,
+        assistant_id=chat.assistant_id,
+    )
+
+
 def _cells(chat: ChatContext) -> list[Scope]:
-    """All cells the rules allow for this chat, before read/write differences."""
-    assistant = assistant_cell(chat)
-    if assistant is not None:
-        # An assistant with its own memory: only the sender's memory for that assistant,
-        # never Personal, Interaction Patterns, Project or Chat Memory, never another
-        # assistant's. Like Personal, never in a chat others see.
-        return [] if chat.collaborative else [assistant]
+    """All cells the rules of core/banks.py allow for this chat, before read/write differences.
+
+    A bank's cell is there when its owner's id is known (the folder of a folder's bank, …),
+    and:
+
+    - a private bank (Personal, Assistant Memory): never in a chat others see;
+    - an exclusive bank (Assistant Memory): only in a chat with its assistant, and there it
+      is the only bank (never Personal, Interaction Patterns, Project or Chat Memory, never
+      another assistant's);
+    - a bank limited to some kinds of chat (Chat Memory: saved chats and channels): only there.
+    """
     cells: list[Scope] = []
-    if not chat.collaborative:
-        cells.append(Scope(OwnerKind.USER, chat.user_id, Bank.PERSONAL))
-    cells.append(Scope(OwnerKind.USER, chat.user_id, Bank.INTERACTION))
-    if chat.folder_id:
-        cells.append(Scope(OwnerKind.FOLDER, chat.folder_id, Bank.PROJECT))
-    if chat.chat_id and chat.kind in (ChatKind.SAVED, ChatKind.CHANNEL):
-        # everyone in the chat already sees the conversation these facts come from
-        cells.append(Scope(OwnerKind.CHAT, chat.chat_id, Bank.CHAT))
+    for row in banks.rows():
+        if row.private and chat.collaborative:
+            continue
+        if row.exclusive != bool(chat.assistant_id):
+            continue
+        if row.chat_kinds is not None and chat.kind not in row.chat_kinds:
+            continue
+        cell = _cell(row, chat)
+        if cell is not None:
+            cells.append(cell)
     return cells
 
 
@@ -140,3 +154,49 @@ def remember_write_scope(chat: ChatContext, *, author_id: str | None) -> WriteSc
         return scope
     cell = scope.scope_for(Bank.CHAT)
     return WriteScope({Bank.CHAT: cell} if cell is not None else {})
+
+
+def default_bank(chat: ChatContext, writable: WriteScope) -> Bank:
+    """The bank an explicit write without a bank goes to (`/memory add`, an import): the
+    first default of core/banks.py that `writable` holds (the assistant's memory in its
+    chat, else Personal, else Interaction Patterns in a shared chat); when it holds none,
+    the first default this chat's rules name, so the refusal names the bank meant."""
+    for cells in (writable.owners.values(), _cells(chat)):
+        found = banks.first_default({c.bank for c in cells})
+        if found is not None:
+            return found
+    return banks.by_default_rank()[0].bank
+
+
+def command_refusal(chat: ChatContext, bank: Bank) -> str:
+    """Why the sender's commands may not change `bank` in this chat (one sentence, no
+    final period), read from the bank's row in core/banks.py."""
+    row = banks.spec(bank)
+    if row.owner_kind is OwnerKind.FOLDER and not chat.folder_id:
+        return f"{row.label} belongs to a folder; this chat is not in one"
+    if chat.assistant_id and not chat.collaborative:
+        name = chat.assistant_name or chat.assistant_id
+        return (
+            f"{name} keeps its own memory, so commands here change only that; "
+            f"change your {bank.label} memories in an ordinary chat"
+        )
+    if row.exclusive:
+        return (
+            f"{row.label} is changed in a chat with its assistant (a model an admin gave "
+            "its own memory)"
+        )
+    if row.chat_kinds is not None:
+        return f"{row.label} needs a saved chat"
+    return f"{bank.label} memories cannot be changed in a shared chat"
+
+
+def takes_commands(chat: ChatContext) -> bool:
+    """Do `/memory` commands work here? In chats only (saved, temporary, channel): an API
+    call, an automation or a background task has nobody to answer."""
+    return chat.kind not in _NO_MEMORY_KINDS
+
+
+def takes_whole_memory_commands(chat: ChatContext) -> bool:
+    """May `forget all` and `import` run here? They change everything of the sender at once
+    and their previews show it, so only in a chat nobody else sees."""
+    return not chat.collaborative

@@ -11,8 +11,8 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
-from service.core import dedup, safety
-from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope
+from service.core import banks, dedup, safety
+from service.core.records import Memory, ReadScope, Scope
 
 MIN_MEMORIES = 5
 SOURCE_MEMORIES = 50
@@ -33,10 +33,13 @@ def view_for(*, collaborative: bool) -> ProfileView:
 
 def view_scope(user_id: str, view: ProfileView) -> ReadScope:
     """The cells a profile view is written from (never Project Memory: it is shared work)."""
-    cells = [Scope(OwnerKind.USER, user_id, Bank.INTERACTION)]
-    if view is ProfileView.PRIVATE:
-        cells.insert(0, Scope(OwnerKind.USER, user_id, Bank.PERSONAL))
-    return ReadScope(tuple(cells))
+    return ReadScope(
+        tuple(
+            Scope(r.owner_kind, user_id, r.bank)
+            for r in banks.rows()
+            if r.in_profile and (view is ProfileView.PRIVATE or not r.private)
+        )
+    )
 
 
 def fingerprint(memories: Sequence[Memory]) -> int:

@@ -20,55 +20,34 @@ class Bank(StrEnum):
 
     @property
     def label(self) -> str:
-        """Human name of the bank ("Project Memory"); not `title`, which str already has."""
-        return _BANK_TITLES[self]
+        """Human name of the bank ("Project Memory"); not `title`, which str already has.
+        From its row in core/banks.py."""
+        from service.core import banks  # the table imports this module
+
+        return banks.spec(self).label
 
     @property
     def owner_kind(self) -> OwnerKind:
-        """Who owns memories of this bank: a user, a folder or a chat."""
-        return {
-            Bank.PROJECT: OwnerKind.FOLDER,
-            Bank.CHAT: OwnerKind.CHAT,
-            Bank.ASSISTANT: OwnerKind.ASSISTANT,
-        }.get(self, OwnerKind.USER)
+        """Who owns memories of this bank: a user, a folder or a chat (core/banks.py)."""
+        from service.core import banks
+
+        return banks.spec(self).owner_kind
 
     @classmethod
     def parse(cls, text: str) -> Bank:
-        """Read a bank from a value, a title or a common alias (case-insensitive).
+        """Read a bank from a value, a label or an alias of its row in core/banks.py
+        (case-insensitive; "-" and "_" read as spaces).
 
         Raises:
             ValueError: for an unknown bank name.
         """
+        from service.core import banks
+
         key = text.strip().lower().replace("-", " ").replace("_", " ")
-        for bank in cls:
-            if key in (bank.value.replace("_", " "), bank.label.lower()):
-                return bank
-        alias = {
-            "interaction": cls.INTERACTION,
-            "patterns": cls.INTERACTION,
-            "project memory": cls.PROJECT,
-            "projects": cls.PROJECT,
-            "chat memory": cls.CHAT,
-            "discussion": cls.CHAT,
-            "this chat": cls.CHAT,
-            "assistant memory": cls.ASSISTANT,
-            "this assistant": cls.ASSISTANT,
-        }.get(key)
-        if alias is None:
-            raise ValueError(
-                f"unknown bank {text!r}; use personal, interaction_patterns, project, chat "
-                "or assistant"
-            )
-        return alias
-
-
-_BANK_TITLES = {
-    Bank.PERSONAL: "Personal",
-    Bank.INTERACTION: "Interaction Patterns",
-    Bank.PROJECT: "Project Memory",
-    Bank.CHAT: "Chat Memory",
-    Bank.ASSISTANT: "Assistant Memory",
-}
+        for row in banks.rows():
+            if key in (row.bank.value.replace("_", " "), row.label.lower(), *row.aliases):
+                return row.bank
+        raise ValueError(f"unknown bank {text!r}; use {banks.names_sentence()}")
 
 
 class OwnerKind(StrEnum):

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from service.core import banks, limits, person, safety
 from service.core import commands as text
-from service.core import limits, person, safety
 from service.core.extraction import TurnText
 from service.core.records import Bank, Memory, WriteScope
 
@@ -89,10 +89,7 @@ def default_bank(scope: WriteScope) -> Bank | None:
     chat with an assistant that keeps its own: the only bank there), Personal, Interaction
     Patterns (a shared chat, like `/memory add` there), Chat Memory (someone else's message)
     that the scope lets the click write; None when it may write none of them."""
-    for bank in (Bank.ASSISTANT, Bank.PERSONAL, Bank.INTERACTION, Bank.CHAT):
-        if scope.scope_for(bank) is not None:
-            return bank
-    return None
+    return banks.first_default(set(scope.owners))
 
 
 def turn_text(*, role: Role, content: str, context: Sequence[tuple[str, str]]) -> TurnText:

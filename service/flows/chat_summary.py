@@ -17,14 +17,13 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
+from service.core import banks, safety
 from service.core import chat_summary as policy
-from service.core import safety
 from service.core.records import (
     Bank,
     Memory,
     OwnerKind,
     ReadScope,
-    Scope,
     SourceKind,
     Status,
     WriteScope,
@@ -56,7 +55,7 @@ def keeps_texts(settings: Settings, scope: WriteScope) -> bool:
 
 
 def _chat_scope(chat_id: str) -> ReadScope:
-    return ReadScope((Scope(OwnerKind.CHAT, chat_id, Bank.CHAT),))
+    return ReadScope(banks.owner_cells(OwnerKind.CHAT, chat_id))
 
 
 async def update(rt: Runtime, *, chat_id: str, chat_quiet: bool) -> str:

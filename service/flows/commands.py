@@ -17,14 +17,13 @@ from datetime import UTC, datetime
 from cachetools import TTLCache
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.core import assistants, limits, person, privacy, safety
+from service.core import assistants, banks, limits, person, privacy, safety
 from service.core import commands as text
 from service.core import reminders as reminder_policy
 from service.core.commands import Command, CommandName
 from service.core.records import (
     Bank,
     ChatContext,
-    ChatKind,
     Memory,
     OwnerKind,
     ReadScope,
@@ -67,7 +66,7 @@ async def run_command(
     if command.name is None:
         return "unknown", text.unknown_command_text(command.word)
     scope = privacy.read_scope(chat)
-    if chat.kind in (ChatKind.API, ChatKind.AUTOMATED, ChatKind.TASK):
+    if not privacy.takes_commands(chat):
         return command.name.value, "Memory commands work in chats only."
     handler = _HANDLERS[command.name]
     try:
@@ -142,24 +141,17 @@ def _search_answer(chat: ChatContext, query: str, found: list[Memory]) -> str:
 
 def _writable_cell(chat: ChatContext, bank: Bank) -> Scope:
     cell = privacy.command_write_scope(chat).scope_for(bank)
-    if cell is not None:
-        return cell
-    if bank is Bank.PROJECT:
-        raise InvalidInput("Project Memory belongs to a folder; this chat is not in one")
-    if chat.assistant_id and not chat.collaborative:
-        name = chat.assistant_name or chat.assistant_id
-        raise InvalidInput(
-            f"{name} keeps its own memory, so commands here change only that; "
-            f"change your {bank.label} memories in an ordinary chat"
-        )
-    if bank is Bank.ASSISTANT:
-        raise InvalidInput(
-            "Assistant Memory is changed in a chat with its assistant (a model an admin gave "
-            "its own memory)"
-        )
-    if bank is Bank.CHAT:
-        raise InvalidInput("Chat Memory needs a saved chat")
-    raise InvalidInput(f"{bank.label} memories cannot be changed in a shared chat")
+    if cell is None:
+        raise InvalidInput(privacy.command_refusal(chat, bank))
+    return cell
+
+
+def _bank_label(chat: ChatContext, bank: Bank) -> str:
+    """Name the bank as users read it.
+
+    "Assistant Memory of Coding Helper" for the exclusive bank in its chat, else the bank's label.
+    """
+    return (_assistant_title(chat) if banks.spec(bank).exclusive else None) or bank.label
 
 
 async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:
@@ -171,13 +163,7 @@ async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
         return "What should I remember? Example: `/memory add I keep bees`"
     content = person.third_person(content)  # injected under "I recall…": "I" is the assistant
     if bank is None:
-        bank = (
-            Bank.ASSISTANT
-            if chat.assistant_id
-            else Bank.INTERACTION
-            if chat.collaborative
-            else Bank.PERSONAL
-        )
+        bank = privacy.default_bank(chat, privacy.command_write_scope(chat))
     cell = _writable_cell(chat, bank)
     memory = await memory_flow.add(
         rt,
@@ -187,8 +173,7 @@ async def _add(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
         actor=f"user:{chat.user_id}",
         source_chat_id=chat.chat_id,
     )
-    where = _assistant_title(chat) if bank is Bank.ASSISTANT else None
-    return f"Remembered in {where or bank.label}:\n\n{text.memory_line(memory)}"
+    return f"Remembered in {_bank_label(chat, bank)}:\n\n{text.memory_line(memory)}"
 
 
 async def _find(
@@ -286,7 +271,7 @@ _confirmed_forget_all: TTLCache[tuple[str, str, str], asyncio.Task[str]] = TTLCa
 
 
 async def _forget_all(rt: Runtime, chat: ChatContext, *, code: str) -> str:
-    if chat.collaborative:
+    if not privacy.takes_whole_memory_commands(chat):
         raise InvalidInput("forget all works in a private chat only")
     key = (chat.user_id, chat.assistant_id or "", code)
     earlier = _confirmed_forget_all.get(key) if code else None
@@ -385,10 +370,13 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
     hidden = privacy.hidden_own_cells(chat)
     lines = []
     async with rt.db.unit_of_work() as session:
-        for bank in Bank:
+        for row in banks.rows():
+            if not row.listed:
+                continue
+            bank = row.bank
             cells = ReadScope(tuple(s for s in scope.scopes if s.bank is bank))
-            if bank is Bank.ASSISTANT and not cells:
-                lines.append(await _other_assistants_line(session, chat))
+            if row.exclusive and not cells:
+                lines.append(await _other_assistants_line(session, chat, row))
                 continue
             # a hidden bank still names how much the sender keeps there (its true count),
             # except where others see the answer
@@ -408,7 +396,7 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
                 if by_command.scope_for(bank)
                 else "no writing here"
             )
-            label = (_assistant_title(chat) if bank is Bank.ASSISTANT else None) or bank.label
+            label = _bank_label(chat, bank)
             if count is None:
                 lines.append(f"- **{label}**: {read}, {write}")
             else:
@@ -417,22 +405,24 @@ async def _banks(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comm
     return "**Memory banks** in this chat:\n\n" + "\n".join(lines) + _hidden_note(chat)
 
 
-async def _other_assistants_line(session: AsyncSession, chat: ChatContext) -> str:
+async def _other_assistants_line(
+    session: AsyncSession, chat: ChatContext, row: banks.BankSpec
+) -> str:
     """The Assistant Memory line of `/memory banks` outside an assistant's chat: how many
     memories the sender keeps with which assistants (counts and ids, never contents), in a
     private chat only."""
     if chat.collaborative or chat.assistant_id or not chat.user_id:
-        return f"- **{Bank.ASSISTANT.label}**: hidden here"
+        return f"- **{row.label}**: hidden here"
     found = []
     for owner in await memories.assistant_owners(session, user_id=chat.user_id):
-        cell = ReadScope((Scope(OwnerKind.ASSISTANT, owner, Bank.ASSISTANT),))
+        cell = ReadScope((Scope(row.owner_kind, owner, row.bank),))
         count = await memories.count_active(session, scope=cell)
         parsed = assistants.parse_owner(owner)
         if count and parsed:
             found.append(f"{text.escape_markdown(parsed[1])} ({count})")
     kept = f"kept with {', '.join(found)}" if found else "none yet"
     return (
-        f"- **{Bank.ASSISTANT.label}**: {kept} — hidden here, read and written only in "
+        f"- **{row.label}**: {kept} — hidden here, read and written only in "
         "chats with that assistant"
     )
 
@@ -548,8 +538,7 @@ def export_json(rows: list[Memory]) -> list[dict[str, object]]:
 
 
 def _assistant_id_of(memory: Memory) -> str | None:
-    owner = assistants.parse_owner(memory.owner_id) if memory.bank is Bank.ASSISTANT else None
-    return owner[1] if owner else None
+    return banks.owner_ids(Scope(memory.owner_kind, memory.owner_id, memory.bank))[1]
 
 
 async def _import(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Command) -> str:

@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 import numpy as np
-from procrastinate import exceptions as job_errors
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
@@ -484,13 +483,13 @@ async def defer_if_near_cap(
 
 async def defer_owner(rt: Runtime, *, owner: Owner) -> bool:
     """Queue `consolidate_owner` for `owner`; False when one is already waiting."""
-    try:
-        await rt.jobs.configure_task(
-            CONSOLIDATE_OWNER_TASK,
-            queue=CONSOLIDATION_QUEUE,
-            queueing_lock=f"consolidate:{owner}",
-        ).defer_async(owner_kind=owner.kind.value, owner_id=owner.id)
-    except job_errors.AlreadyEnqueued:
+    if not await rt.jobs.defer(
+        CONSOLIDATE_OWNER_TASK,
+        queue=CONSOLIDATION_QUEUE,
+        queueing_lock=f"consolidate:{owner}",
+        owner_kind=owner.kind.value,
+        owner_id=owner.id,
+    ):
         return False
     log.info("queued a consolidation of %s (near the cap)", owner)
     return True

@@ -26,7 +26,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from service.core import assistants, forget_guard, privacy
+from service.core import banks, forget_guard, privacy
 from service.core import commands as text
 from service.core.extraction import OpKind, TurnText, build_messages, parse_operations
 from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export, split_facts
@@ -59,11 +59,12 @@ def _chat_cells(chat: ChatContext) -> imports.CellFor:
 
     def cell_for(item: ImportItem) -> Scope | None:
         cell = writable.scope_for(item.bank)
-        if cell is None or item.bank is Bank.CHAT:
+        if cell is None or not banks.spec(item.bank).portable:
             return None
-        if item.bank is Bank.PROJECT and item.folder_id not in (None, cell.owner_id):
+        folder_id, assistant_id = banks.owner_ids(cell)
+        if item.folder_id not in (None, folder_id):
             return None  # another folder's Project Memory is not this chat's to write
-        if item.bank is Bank.ASSISTANT and item.assistant_id not in (None, chat.assistant_id):
+        if item.assistant_id not in (None, assistant_id):
             return None  # nor another assistant's memory
         return cell
 
@@ -72,7 +73,7 @@ def _chat_cells(chat: ChatContext) -> imports.CellFor:
 
 async def run(rt: Runtime, chat: ChatContext, args: str, *, now: datetime | None) -> str:
     """The answer to `/memory import <args>` (a preview, or the result of a confirmation)."""
-    if chat.collaborative:
+    if not privacy.takes_whole_memory_commands(chat):
         raise InvalidInput("import works in a private chat only")
     word, _, rest = args.partition(" ")
     if word.lower() == "confirm":
@@ -212,7 +213,7 @@ async def _items(
         except ValueError as exc:
             raise InvalidInput(str(exc)) from exc
     # an assistant with its own memory: pasted facts are for it (the only bank it writes)
-    default = Bank.ASSISTANT if chat.assistant_id else Bank.PERSONAL
+    default = privacy.default_bank(chat, privacy.command_write_scope(chat))
     if rt.llm.configured:
         extracted = await _extract(rt, chat, body, at=at)
         if extracted is not None:
@@ -256,11 +257,8 @@ async def _extract(
 ) -> list[ImportItem] | None:
     """Facts of free text by the extraction prompt; None when the LLM fails (the lines are
     then taken one fact each)."""
-    allowed = [
-        b
-        for b in Bank
-        if b is not Bank.CHAT and privacy.command_write_scope(chat).scope_for(b) is not None
-    ]
+    writable = privacy.command_write_scope(chat)
+    allowed = [r.bank for r in banks.rows() if r.portable and writable.scope_for(r.bank)]
     messages = build_messages(
         turns=[TurnText(user_message=body, assistant_message=None, history=())],
         user_name=chat.user_name,
@@ -292,6 +290,7 @@ async def _extract(
 def _to_json(planned: imports.Planned, *, exact: bool) -> dict[str, Any]:
     """A previewed item as kept until confirmed (the export's format, read by parse_export)."""
     item = planned.item
+    folder_id, assistant_id = banks.owner_ids(planned.cell)
     return {
         "bank": item.bank.value,
         "content": item.content,
@@ -300,17 +299,12 @@ def _to_json(planned: imports.Planned, *, exact: bool) -> dict[str, Any]:
         "source": item.source_kind.value,
         "source_chat_id": item.source_chat_id,
         "source_message_id": item.source_message_id,
-        "folder_id": planned.cell.owner_id if item.bank is Bank.PROJECT else None,
-        "assistant_id": _assistant_of(planned.cell),
+        "folder_id": folder_id,
+        "assistant_id": assistant_id,
         "created_at": item.created_at.isoformat(),
         "updated_at": item.updated_at.isoformat(),
         "exact": exact,
     }
-
-
-def _assistant_of(cell: Scope) -> str | None:
-    owner = assistants.parse_owner(cell.owner_id) if cell.bank is Bank.ASSISTANT else None
-    return owner[1] if owner else None
 
 
 def _code(rt: Runtime, user_id: str, pending: list[dict[str, Any]]) -> str:
@@ -379,7 +373,7 @@ async def from_openwebui(
     `storage/forgotten_texts.py`) unless `include_forgotten`; the answer says how many.
     Private chats only.
     """
-    if chat.collaborative:
+    if not privacy.takes_whole_memory_commands(chat):
         return "That didn't work: import works in a private chat only."
     if not memories:
         return (

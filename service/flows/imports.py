@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.core import assistants, dedup, person, safety
+from service.core import banks, dedup, person, safety
 from service.core import commands as text
 from service.core.imports import TAG_OPENWEBUI, TAG_TEXT, ImportItem, parse_export
 from service.core.imports import export_markdown as markdown_document
@@ -67,22 +67,14 @@ def user_cell(user_id: str) -> CellFor:
     Assistant memory the user's memory for its assistant."""
 
     def cell_for(item: ImportItem) -> Scope | None:
-        if item.bank is Bank.PROJECT:
-            return Scope(OwnerKind.FOLDER, item.folder_id, Bank.PROJECT) if item.folder_id else None
-        if item.bank is Bank.CHAT:
+        if not banks.spec(item.bank).portable:
             return None
-        if item.bank is Bank.ASSISTANT:
-            if not item.assistant_id:
-                return None
-            try:
-                return Scope(
-                    OwnerKind.ASSISTANT,
-                    assistants.owner_id(user_id, item.assistant_id),
-                    Bank.ASSISTANT,
-                )
-            except ValueError:
-                return None  # ids too long together: counted as not allowed
-        return Scope(OwnerKind.USER, user_id, item.bank)
+        try:
+            return banks.owner_of(
+                item.bank, user_id=user_id, folder_id=item.folder_id, assistant_id=item.assistant_id
+            )
+        except ValueError:
+            return None  # ids too long together: counted as not allowed
 
     return cell_for
 

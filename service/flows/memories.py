@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from service.core import assistants, forget_guard, limits, safety
+from service.core import banks, forget_guard, limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
 from service.errors import InvalidInput, MemoryNotFound
 from service.flows import chat_summary, planted_check
+from service.flows import context as context_flow
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminder_flow
 from service.flows.runtime import Runtime
@@ -46,27 +47,13 @@ def owned_scope(
     Raises:
         InvalidInput: the user and assistant ids are too long together.
     """
-    cells = [
-        Scope(OwnerKind.USER, user_id, Bank.PERSONAL),
-        Scope(OwnerKind.USER, user_id, Bank.INTERACTION),
-    ]
-    if folder_id:
-        cells.append(Scope(OwnerKind.FOLDER, folder_id, Bank.PROJECT))
-    if assistant_id:
-        cells.append(assistant_cell(user_id, assistant_id))
+    try:
+        cells = banks.user_cells(user_id, folder_id=folder_id, assistant_id=assistant_id)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
     if bank is not None:
         cells = [c for c in cells if c.bank is bank]
     return ReadScope(tuple(cells))
-
-
-def assistant_cell(user_id: str, assistant_id: str) -> Scope:
-    """`user_id`'s memory for `assistant_id`. Raises InvalidInput when the ids are too long."""
-    try:
-        return Scope(
-            OwnerKind.ASSISTANT, assistants.owner_id(user_id, assistant_id), Bank.ASSISTANT
-        )
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from exc
 
 
 async def everything_of(rt: Runtime, *, user_id: str) -> ReadScope:
@@ -76,7 +63,7 @@ async def everything_of(rt: Runtime, *, user_id: str) -> ReadScope:
         owners = await memories.assistant_owners(session, user_id=user_id)
     own = owned_scope(user_id)
     return ReadScope(
-        own.scopes + tuple(Scope(OwnerKind.ASSISTANT, o, Bank.ASSISTANT) for o in owners)
+        own.scopes + tuple(c for o in owners for c in banks.owner_cells(OwnerKind.ASSISTANT, o))
     )
 
 
@@ -138,36 +125,20 @@ async def keyword_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int
     return [c.memory for c in found]
 
 
-RRF_K = 60
-"""The rank constant of reciprocal rank fusion (Cormack, Clarke and Büttcher 2009)."""
-
-
 async def hybrid_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int) -> list[Memory]:
     """The `limit` memories of `scope` that best match `text`, most relevant first.
 
-    Text with `;` is a list of phrases (`keyword_search`); other text is searched by meaning
-    (similarity at least `relevance_threshold`) and by keywords, the two rankings fused by
-    reciprocal rank (RRF_K).
+    Text with `;` is a list of phrases (`keyword_search`); other text is ranked by the read
+    path's own ranking (`flows.context.retrieve` with its relevance gate: fusion of meaning
+    and keywords, recency, strength and diversity, core/ranking.py), so `/memory search`
+    and the memory tool order memories as the injected block does.
     """
     if ";" in text:
         return await keyword_search(rt, scope=scope, text=text, limit=limit)
-    vector = await rt.encoder.encode_one(text)
-    async with rt.db.unit_of_work() as session:
-        semantic = await memory_search.search(
-            session, scope=scope, query_vector=vector, limit=limit * 2
-        )
-        keyword = await memory_search.keyword_search(
-            session, scope=scope, text=text, limit=limit * 2
-        )
-    fused: dict[int, tuple[float, Memory]] = {}
-    relevant = [c for c in semantic if c.similarity >= rt.settings.relevance_threshold]
-    for rank, cand in enumerate(relevant):
-        fused[cand.memory.seq] = (1 / (RRF_K + rank + 1), cand.memory)
-    for rank, cand in enumerate(keyword):
-        score = fused.get(cand.memory.seq, (0.0, cand.memory))[0] + 1 / (RRF_K + rank + 1)
-        fused[cand.memory.seq] = (score, cand.memory)
-    ordered = sorted(fused.values(), key=lambda pair: (-pair[0], pair[1].seq))[:limit]
-    return [m for _, m in ordered]
+    ranked = await context_flow.retrieve(
+        rt, scope=scope, query=text, now=datetime.now(UTC), limit=limit, apply_gate=True
+    )
+    return [r.memory for r in ranked]
 
 
 async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -> list[Memory]:
@@ -175,7 +146,7 @@ async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -
     memory for every assistant, and the Project Memory of `folder_id` when given."""
     scope = await everything_of(rt, user_id=user_id)
     if folder_id:
-        scope = ReadScope((*scope.scopes, Scope(OwnerKind.FOLDER, folder_id, Bank.PROJECT)))
+        scope = ReadScope((*scope.scopes, *banks.owner_cells(OwnerKind.FOLDER, folder_id)))
     async with rt.db.unit_of_work() as session:
         return await memories.export_rows(session, scope=scope)
 
@@ -213,18 +184,12 @@ async def add_for_user(
         InvalidInput: empty or instruction-like text, a Project memory without a folder, an
             Assistant memory without its assistant.
     """
-    if bank is Bank.PROJECT and not folder_id:
-        raise InvalidInput("a Project Memory needs the folder_id of its project")
-    if bank is Bank.CHAT:
-        raise InvalidInput("Chat Memory is added from inside its chat (/memory add chat: …)")
-    if (bank is Bank.ASSISTANT) != bool(assistant_id):
-        raise InvalidInput("an Assistant Memory needs assistant_id, and only it takes one")
-    if bank is Bank.ASSISTANT and assistant_id:
-        cell = assistant_cell(user_id, assistant_id)
-    elif bank is Bank.PROJECT and folder_id:
-        cell = Scope(OwnerKind.FOLDER, folder_id, bank)
-    else:
-        cell = Scope(OwnerKind.USER, user_id, bank)
+    try:
+        cell = banks.outside_chat_cell(
+            bank, user_id=user_id, folder_id=folder_id, assistant_id=assistant_id
+        )
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
     return await add(rt, cell=cell, content=content, tags=tags, actor=f"user:{user_id}")
 
 
@@ -376,7 +341,9 @@ async def forget_chat(rt: Runtime, *, chat_ids: Sequence[str], actor: str) -> in
     """
     if not chat_ids:
         return 0
-    scope = ReadScope(tuple(Scope(OwnerKind.CHAT, c, Bank.CHAT) for c in chat_ids))
+    scope = ReadScope(
+        tuple(cell for c in chat_ids for cell in banks.owner_cells(OwnerKind.CHAT, c))
+    )
     async with rt.db.unit_of_work() as session:
         # turns still waiting are never extracted: nothing is written for a gone chat
         await turns.discard(session, chat_ids=chat_ids)
@@ -413,7 +380,9 @@ async def forget_folders(
     """
     if not folder_ids:
         return 0
-    scope = ReadScope(tuple(Scope(OwnerKind.FOLDER, f, Bank.PROJECT) for f in folder_ids))
+    scope = ReadScope(
+        tuple(cell for f in folder_ids for cell in banks.owner_cells(OwnerKind.FOLDER, f))
+    )
     async with rt.db.unit_of_work() as session:
         chat_ids = await turns.chat_ids_in_folders(session, folder_ids=folder_ids)
         if with_chats:

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cachetools import TTLCache
-from procrastinate import exceptions as job_errors
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import profile as policy
@@ -87,14 +86,14 @@ async def refresh_profile(
 async def request_refresh(rt: Runtime, *, user_id: str) -> None:
     """Queue a background refresh of both of the user's profiles (at most one waiting)."""
     for view in ProfileView:
-        try:
-            await rt.jobs.configure_task(
-                PROFILE_TASK,
-                queue=PROFILE_QUEUE,
-                queueing_lock=f"profile:{user_id}:{view.value}",
-            ).defer_async(user_id=user_id, view=view.value)
-        except job_errors.AlreadyEnqueued:
-            pass
+        # False (one already waits) needs nothing more
+        await rt.jobs.defer(
+            PROFILE_TASK,
+            queue=PROFILE_QUEUE,
+            queueing_lock=f"profile:{user_id}:{view.value}",
+            user_id=user_id,
+            view=view.value,
+        )
 
 
 # Last profile text read per (user, view), for the inlet's degraded path only (the database

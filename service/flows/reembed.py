@@ -20,8 +20,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-from procrastinate import exceptions as job_errors
-
 from service.flows.runtime import Runtime
 from service.storage import vectors
 
@@ -71,11 +69,7 @@ async def prepare(rt: Runtime) -> int:
 
 async def defer(rt: Runtime) -> None:
     """Queue one re-embedding job (a second waiting one is not added)."""
-    try:
-        await rt.jobs.configure_task(
-            REEMBED_TASK, queue=REEMBED_QUEUE, queueing_lock=REEMBED_TASK
-        ).defer_async()
-    except job_errors.AlreadyEnqueued:
+    if not await rt.jobs.defer(REEMBED_TASK, queue=REEMBED_QUEUE, queueing_lock=REEMBED_TASK):
         log.debug("a re-embedding job is already waiting")
 
 

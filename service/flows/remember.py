@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.core import dedup, identity, privacy
+from service.core import banks, dedup, identity, privacy
 from service.core import remember as policy
 from service.core.extraction import OpKind, build_messages, parse_operations
 from service.core.records import (
@@ -310,7 +310,9 @@ async def _extract(
         # every bank is parsed, so a fact for a bank this click may not write is counted;
         # all but Assistant Memory, whose presence makes the parser put every fact there
         # (core/extraction._parse_bank): it is allowed here only in that assistant's chat
-        others: list[Bank] = [b for b in Bank if b not in allowed and b is not Bank.ASSISTANT]
+        others: list[Bank] = [
+            r.bank for r in banks.rows() if r.bank not in allowed and not r.exclusive
+        ]
         operations = parse_operations(
             decode_json_answer(answer), refs=refs, allowed_banks=allowed + others
         )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from cachetools import TTLCache
 
@@ -15,19 +16,56 @@ from service.llm.relevance import RelevanceCache
 from service.storage.db import Database, libpq_url
 from service.storage.owner_indexes import IndexRegistry
 
-if TYPE_CHECKING:
-    import procrastinate
+
+class JobQueueError(Exception):
+    """The job queue refused a job: its database call failed (not "already waiting")."""
+
+
+class JobQueue(Protocol):
+    """What flows ask of the job queue; jobs/queue.py implements it on procrastinate, so no
+    flow imports the queue library (tests/unit/test_import_contract.py)."""
+
+    async def defer(
+        self,
+        task: str,
+        *,
+        queue: str,
+        queueing_lock: str | None = None,
+        schedule_in_s: float | None = None,
+        connection: Any | None = None,
+        **args: Any,
+    ) -> bool:
+        """Queue `task` with keyword `args` once: False when a job holding the same
+        `queueing_lock` already waits. `schedule_in_s`: seconds before it may run (None: at
+        once); `connection`: a psycopg connection whose transaction the job joins.
+
+        Raises:
+            JobQueueError: the queue refused the job.
+        """
+        ...
+
+    def queues(self) -> frozenset[str]:
+        """The queue of every registered task."""
+        ...
+
+    def open_async(self) -> AbstractAsyncContextManager[Any]:
+        """Open the queue's connections for a `with` block (entry points, tests)."""
+        ...
+
+    async def close_async(self) -> None:
+        """Close the queue's connections."""
+        ...
 
 
 @dataclass
 class Runtime:
-    """Database, embedding encoder, LLM client, job app and settings."""
+    """Database, embedding encoder, LLM client, job queue and settings."""
 
     settings: Settings
     db: Database
     encoder: Encoder
     llm: LLMClient
-    jobs: procrastinate.App
+    jobs: JobQueue  #: built by bootstrap.py (jobs/queue.py); opened by the entry point
     #: libpq URL of a direct (not pooled) connection: cache notices, per-owner index builds;
     #: None = the engine's own URL
     direct_url: str | None = None

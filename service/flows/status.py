@@ -116,7 +116,7 @@ async def read_metrics_state(rt: Runtime, state: ScrapeState) -> None:
             state.without_vector = await vectors.count_pending(session, model=rt.encoder.model_name)
         state.shared = await counters.totals(rt)
         # every queue of a registered task is shown, at 0 when empty
-        queues = {str(task.queue) for task in rt.jobs.tasks.values()}
+        queues = rt.jobs.queues()
         state.jobs = {
             (q, st): found.get((q, st), 0) for q in queues for st in ("todo", "doing", "scheduled")
         }

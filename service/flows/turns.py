@@ -3,7 +3,7 @@
 Every accepted turn gets a quiet check, a job scheduled `MEMORY_BATCH_QUIET_S` later that
 extracts the sender's waiting turns in the chat if nothing newer arrived by then; a turn
 that makes a batch due (`service/core/batching.py`) also gets a job that runs at once. Both
-are procrastinate jobs in PostgreSQL, so a restart loses neither.
+are jobs in PostgreSQL (procrastinate, behind jobs/queue.py), so a restart loses neither.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from procrastinate import exceptions as job_errors
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
 from service.core import batching, commands, privacy, safety
 from service.core.records import ChatContext, ChatKind
 from service.errors import QueueUnavailable
-from service.flows.runtime import Runtime
+from service.flows.runtime import JobQueueError, Runtime
 from service.storage import turns, user_state
 from service.storage.turns import Turn
 
@@ -183,7 +182,7 @@ async def _drop_replaced(session: AsyncSession, *, turn_id: int, waiting: list[T
 async def _queue_jobs(
     rt: Runtime, session: AsyncSession, *, turn_id: int, user_id: str, due: bool
 ) -> None:
-    """Queue a new turn's jobs in the session's transaction (procrastinate's `connection`).
+    """Queue a new turn's jobs in the session's transaction (the queue's `connection`).
 
     Raises:
         QueueUnavailable: the queue refused them; the caller's transaction rolls back.
@@ -196,7 +195,7 @@ async def _queue_jobs(
                 await defer_extraction(
                     rt, turn_id=turn_id, user_id=user_id, due_only=True, connection=connection
                 )
-    except job_errors.ProcrastinateException as exc:
+    except JobQueueError as exc:
         log.error("turn of %s not saved: the job queue failed: %s", user_id, exc)
         raise QueueUnavailable(
             "the job queue did not take the turn; nothing was saved, hand it over again"
@@ -224,14 +223,14 @@ async def defer_extraction(
     connection.
     """
     lock = f"due:{turn_id}" if due_only else f"turn:{turn_id}"
-    try:
-        await rt.jobs.configure_task(
-            EXTRACT_TASK,
-            queue=EXTRACTION_QUEUE,
-            queueing_lock=lock,
-            connection=connection,
-        ).defer_async(turn_id=turn_id, due_only=due_only)
-    except job_errors.AlreadyEnqueued:
+    if not await rt.jobs.defer(
+        EXTRACT_TASK,
+        queue=EXTRACTION_QUEUE,
+        queueing_lock=lock,
+        connection=connection,
+        turn_id=turn_id,
+        due_only=due_only,
+    ):
         log.debug("turn %s of %s already has a waiting job", turn_id, user_id)
 
 
@@ -240,15 +239,14 @@ async def defer_quiet_check(
 ) -> None:
     """Schedule the turn's quiet check `MEMORY_BATCH_QUIET_S` from now (once per turn);
     `connection` as for `defer_extraction`."""
-    try:
-        await rt.jobs.configure_task(
-            QUIET_TASK,
-            queue=EXTRACTION_QUEUE,
-            queueing_lock=f"quiet:{turn_id}",
-            schedule_in={"seconds": rt.settings.batch_quiet_s},
-            connection=connection,
-        ).defer_async(turn_id=turn_id)
-    except job_errors.AlreadyEnqueued:
+    if not await rt.jobs.defer(
+        QUIET_TASK,
+        queue=EXTRACTION_QUEUE,
+        queueing_lock=f"quiet:{turn_id}",
+        schedule_in_s=rt.settings.batch_quiet_s,
+        connection=connection,
+        turn_id=turn_id,
+    ):
         log.debug("turn %s of %s already has its quiet check", turn_id, user_id)
 
 

@@ -24,6 +24,7 @@ from service.flows.turns import EXTRACT_TASK, EXTRACTION_QUEUE, QUIET_TASK
 from service.jobs import consolidation as consolidation_jobs
 from service.jobs import reembed as reembed_jobs
 from service.jobs import supervision
+from service.jobs.queue import app_of
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +154,12 @@ async def run_workers(rt: Runtime, *, concurrency: int) -> None:
     if not rt.llm.configured:
         log.warning("no LLM configured (LLM_BASE_URL, LLM_MODEL): extraction jobs wait")
         return
-    recovery = asyncio.create_task(_recover_stalled_jobs(rt.jobs), name="stalled-job-recovery")
+    app = app_of(rt)
+    recovery = asyncio.create_task(_recover_stalled_jobs(app), name="stalled-job-recovery")
     try:
         # restarted after a lost database connection (supervision.py)
         await supervision.keep_running(
-            lambda: rt.jobs.run_worker_async(
+            lambda: app.run_worker_async(
                 queues=[
                     EXTRACTION_QUEUE,
                     PROFILE_QUEUE,

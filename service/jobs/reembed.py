@@ -19,6 +19,7 @@ import procrastinate
 
 from service.flows import reembed
 from service.flows.runtime import Runtime
+from service.jobs.queue import app_of
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ async def start(rt: Runtime, *, run_workers: bool) -> asyncio.Task[None] | None:
     if not waiting or not run_workers:
         return None
     return asyncio.create_task(
-        rt.jobs.run_worker_async(
+        app_of(rt).run_worker_async(
             queues=[QUEUE],
             concurrency=1,
             wait=False,

@@ -204,3 +204,23 @@ def test_an_assistant_owner_id_too_long_for_the_column_is_refused() -> None:
     with pytest.raises(ValueError, match="too long"):
         assistants.owner_id("u" * 40, "m" * 220)
     assert len(assistants.owner_id("u" * 36, "m" * 200)) <= assistants.MAX_OWNER_CHARS
+
+
+@pytest.mark.parametrize(
+    ("kind", "collaborative", "commands", "whole_memory"),
+    [
+        (ChatKind.SAVED, False, True, True),
+        (ChatKind.TEMPORARY, False, True, True),
+        (ChatKind.SAVED, True, True, False),
+        (ChatKind.CHANNEL, True, True, False),
+        (ChatKind.API, False, False, True),
+        (ChatKind.AUTOMATED, False, False, True),
+        (ChatKind.TASK, False, False, True),
+    ],
+)
+def test_which_chats_take_commands_and_whole_memory_commands(
+    kind: ChatKind, collaborative: bool, commands: bool, whole_memory: bool
+) -> None:
+    chat = ChatContext(user_id="ana", kind=kind, chat_id="c1", collaborative=collaborative)
+    assert privacy.takes_commands(chat) is commands
+    assert privacy.takes_whole_memory_commands(chat) is whole_memory

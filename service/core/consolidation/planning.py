@@ -8,9 +8,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from service.core import banks
 from service.core.consolidation.clustering import Cluster, Entry, cluster_entries
 from service.core.consolidation.params import ConsolidationParams, PruneStrategy, Trigger
-from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, Status
+from service.core.records import Bank, Memory, OwnerKind, ReadScope, Status
 
 __all__ = [
     "OwnerPlan",
@@ -64,16 +65,7 @@ class OwnerPlan:
 def owner_scope(owner_kind: OwnerKind, owner_id: str) -> ReadScope:
     """Every cell one owner has: a user's Personal and Interaction Patterns banks, a
     folder's Project Memory, or one user's memory for one assistant (DESIGN §3)."""
-    if owner_kind is OwnerKind.FOLDER:
-        return ReadScope((Scope(OwnerKind.FOLDER, owner_id, Bank.PROJECT),))
-    if owner_kind is OwnerKind.ASSISTANT:
-        return ReadScope((Scope(OwnerKind.ASSISTANT, owner_id, Bank.ASSISTANT),))
-    return ReadScope(
-        (
-            Scope(OwnerKind.USER, owner_id, Bank.PERSONAL),
-            Scope(OwnerKind.USER, owner_id, Bank.INTERACTION),
-        )
-    )
+    return ReadScope(banks.owner_cells(owner_kind, owner_id))
 
 
 def near_cap(active_count: int, params: ConsolidationParams) -> bool:
