@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import profile as policy
 from service.core.profile import ProfileView
-from service.flows import cache_sync
+from service.flows import cache_sync, planted_check
 from service.flows.runtime import Runtime
 from service.storage import memories, profiles
 from service.storage.notifications import PROFILE_CHANGE, Change
@@ -56,6 +56,8 @@ async def refresh_profile(
         policy.build_messages(user_name=user_name, memories=recent), max_tokens=400, temperature=0.2
     )
     text = policy.checked_profile(policy.clean_profile(answer))
+    if text is not None and await planted_check.refuses_any_sentence(rt, text):
+        text = None  # the semantic layer of the check every stored text gets
     if text is None:
         # the previous profile (if any) stays: it passed the same checks
         log.warning("the profile answer for %s reads as an instruction; not stored", user_id)
