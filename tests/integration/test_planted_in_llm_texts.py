@@ -11,15 +11,20 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from service.core import planted, safety
 from service.core.profile import ProfileView
+from service.core.records import OwnerKind
 from service.embeddings.encoder import Encoder
+from service.flows import consolidation
 from service.flows import profile as profile_flow
+from service.flows.consolidation import Owner
 from service.flows.runtime import Runtime
 from testkit.live_service import LiveService
 from testkit.llm_stub import LLMStub
+from testkit.summary_replies import faithful_merge, is_summary_request, with_summaries
 from tests.support.races import race_runtime, seed
 
 CASES: list[dict[str, Any]] = json.loads(
@@ -60,9 +65,15 @@ def test_a_reminder_with_a_planted_instruction_is_refused(
 
 @pytest.fixture
 def profile_llm(semantic_only: str) -> Iterator[LLMStub]:
-    """An LLM whose profile plants the instruction between two ordinary sentences."""
+    """An LLM that plants the instruction: in its profile between two ordinary sentences,
+    and after its faithful merge of a consolidation cluster."""
     answer = f"Ana keeps bees and lives in Porto. {semantic_only} She prefers short answers."
-    with LLMStub(responder=lambda _: answer) as stub:
+
+    def summary(request: dict[str, Any]) -> str:
+        merged = json.loads(faithful_merge(request))
+        return json.dumps({**merged, "content": f"{merged['content']}. {semantic_only}"})
+
+    with LLMStub(responder=with_summaries(lambda _: answer, summary)) as stub:
         yield stub
 
 
@@ -87,3 +98,24 @@ async def test_a_profile_with_a_planted_instruction_is_not_stored(rt: Runtime) -
         await seed(rt, user_id="ana", content=f"User {fact}")
     outcome = await profile_flow.refresh_profile(rt, user_id="ana", view=ProfileView.PRIVATE)
     assert outcome == "refused"
+
+
+async def test_a_consolidation_summary_with_a_planted_instruction_is_not_stored(
+    rt: Runtime, profile_llm: LLMStub, db_conn: psycopg.AsyncConnection
+) -> None:
+    pair = (
+        "User drinks an oat-milk flat white every morning",
+        "Every morning the user has a flat white with oat milk",
+    )
+    for text in pair:
+        await seed(rt, user_id="ana", content=text)
+    await db_conn.execute(
+        "UPDATE memories SET created_at = created_at - interval '30 days', "
+        "updated_at = updated_at - interval '30 days'"
+    )
+    await consolidation.summarize(rt, owners=[Owner(OwnerKind.USER, "ana")])
+    assert [r for r in profile_llm.requests if is_summary_request(r)]  # it was asked
+    active = await (
+        await db_conn.execute("SELECT content FROM memories WHERE status = 'active' ORDER BY seq")
+    ).fetchall()
+    assert [c for (c,) in active] == list(pair)
