@@ -23,7 +23,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql
 
+from service.storage import turns
+from service.storage.tables import TurnRow
 from testkit.live_service import LiveService
 
 U1_CHAT = {"user_id": "u1", "chat_id": "c1", "kind": "saved"}
@@ -209,3 +213,18 @@ async def _state(conn: psycopg.AsyncConnection) -> list[tuple[Any, ...]]:
     reminders = await (await conn.execute("SELECT user_id, content FROM reminders")).fetchall()
     pending = await (await conn.execute("SELECT user_id FROM pending_imports")).fetchall()
     return [*memories, *turns, *reminders, *pending]
+
+
+async def test_the_folder_check_reads_the_folder_index(db_conn: psycopg.AsyncConnection) -> None:
+    """The check's query is one the index of migration 0018 serves (the planner told not to
+    scan the table, so a query the index cannot serve would show a Seq Scan)."""
+    stmt = (
+        select(TurnRow.id)
+        .where(turns.folder_of_turn() == "f1", TurnRow.user_id != "u2")
+        .order_by(TurnRow.id.desc())
+        .limit(1)
+    )
+    sql = str(stmt.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
+    await db_conn.execute("SET enable_seqscan = off")
+    plan = "\n".join(r[0] for r in await (await db_conn.execute("EXPLAIN " + sql)).fetchall())
+    assert "ix_turns_folder" in plan, plan
