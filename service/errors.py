@@ -30,6 +30,10 @@ class InvalidInput(MemoryServiceError):
     """The request is not valid."""
 
 
+class EditConflict(InvalidInput):
+    """Another edit changed this memory at the same moment; yours was not applied."""
+
+
 class LLMUnavailable(MemoryServiceError):
     """The extraction LLM could not be reached or answered with an error."""
 

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.errors import (
     DatabaseUnavailable,
+    EditConflict,
     InvalidInput,
     MemoryNotFound,
     MemoryServiceError,
@@ -20,7 +21,14 @@ from service.errors import (
 
 log = logging.getLogger(__name__)
 
-_STATUS = {MemoryNotFound: 404, ScopeDenied: 403, InvalidInput: 400, DatabaseUnavailable: 503}
+# first match wins: EditConflict is an InvalidInput (commands show both as a sentence)
+_STATUS = {
+    MemoryNotFound: 404,
+    ScopeDenied: 403,
+    EditConflict: 409,
+    InvalidInput: 400,
+    DatabaseUnavailable: 503,
+}
 
 
 def _where(loc: tuple[object, ...]) -> str:

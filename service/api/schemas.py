@@ -256,6 +256,13 @@ class MemoryUpdate(BaseModel):
     content: str | None = Field(default=None, min_length=1, max_length=MAX_MEMORY_CHARS)
     bank: Bank | None = None
     tags: list[Tag] | None = Field(default=None, max_length=limits.MAX_TAGS)
+    version: int | None = Field(
+        default=None,
+        ge=1,
+        description="the version you saw (MemoryRead.version): another one answers 409 with "
+        "the current text; without it, an edit made at the same moment is merged with this "
+        "one, or 409 when both change the same words",
+    )
 
 
 class MemoryRead(BaseModel):
@@ -275,6 +282,7 @@ class MemoryRead(BaseModel):
     updated_at: datetime
     last_used_at: datetime | None
     assistant_id: str | None = None  #: the assistant of an Assistant Memory
+    version: int = 1  #: bumped on every change; PATCH's `version` to edit this one only
 
     @classmethod
     def from_record(cls, m: Memory) -> MemoryRead:
@@ -295,6 +303,7 @@ class MemoryRead(BaseModel):
             created_at=m.created_at,
             updated_at=m.updated_at,
             last_used_at=m.last_used_at,
+            version=m.version,
         )
 
 

@@ -29,7 +29,7 @@ from service.core.records import (
     WriteScope,
 )
 from service.errors import ChatSummaryInvalid
-from service.flows import versions
+from service.flows import planted_check, versions
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
 from service.storage import audit, chat_summaries, memories, turns
@@ -260,7 +260,7 @@ async def _ask_for_summary(
         answer = await rt.llm.complete(retry, json_answer=True)
         text = policy.parse_summary(decode_json_answer(answer), max_chars=max_chars)
     text = safety.redact_secrets(text)
-    if safety.looks_like_instruction(text):
+    if safety.looks_like_instruction(text) or await planted_check.refuses_any_sentence(rt, text):
         raise ChatSummaryInvalid("the summary reads like an instruction to the assistant")
     return text
 

@@ -203,6 +203,7 @@ async def _edit(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comma
         bank=None,
         tags=None,
         actor=f"user:{chat.user_id}",
+        seen=found,  # a change made meanwhile is merged with this one, never overwritten
     )
     return f"Changed:\n\n{text.memory_line(memory)}"
 

@@ -45,7 +45,7 @@ from service.errors import (
     LLMUnavailable,
     MemoryNotFound,
 )
-from service.flows import offload
+from service.flows import offload, planted_check
 from service.flows.runtime import Runtime
 from service.llm.client import decode_json_answer
 from service.storage import audit, memories
@@ -284,7 +284,25 @@ async def consolidate(
     return result
 
 
+PLANTED_SUMMARY = "the summary reads as an instruction, not a fact"
+
+
 async def _summarize_cluster(
+    rt: Runtime, cluster: Cluster, *, params: ConsolidationParams
+) -> tuple[SummaryDraft | None, str]:
+    """`_ask_for_summary`, then the full planted-instruction check of every stored text
+    (rules, nearest labelled examples, LLM verdict; per sentence): a refused summary leaves
+    its sources as they were."""
+    draft, reason = await _ask_for_summary(rt, cluster, params=params)
+    if draft is not None and await planted_check.refuses_any_sentence(rt, draft.content):
+        log.warning(
+            "summary of %d memories left as they were: %s", len(cluster.members), PLANTED_SUMMARY
+        )
+        return None, PLANTED_SUMMARY
+    return draft, reason
+
+
+async def _ask_for_summary(
     rt: Runtime, cluster: Cluster, *, params: ConsolidationParams
 ) -> tuple[SummaryDraft | None, str]:
     """One LLM call and one repair retry when the answer is not valid (as extraction does).

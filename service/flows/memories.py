@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from service.core import banks, forget_guard, limits, safety
+from service.core import banks, edit_merge, forget_guard, limits, safety
 from service.core.records import Bank, Memory, OwnerKind, ReadScope, Scope, SourceKind, Status
-from service.errors import InvalidInput, MemoryNotFound
+from service.errors import EditConflict, InvalidInput, MemoryNotFound
 from service.flows import chat_summary, planted_check
 from service.flows import context as context_flow
 from service.flows import profile as profile_flow
@@ -243,16 +243,53 @@ async def edit_for_user(
     tags: Sequence[str] | None,
     folder_id: str | None = None,
     assistant_id: str | None = None,
+    version: int | None = None,
 ) -> Memory:
-    """Change a memory's text, bank or tags. Raises MemoryNotFound, InvalidInput."""
+    """Change a memory's text, bank or tags.
+
+    Args:
+        version: the version the user saw (`MemoryRead.version`); None = the one stored when
+            the request arrives.
+
+    Raises:
+        MemoryNotFound: not an active memory of the user.
+        EditConflict: `version` is not the current one, or another edit meanwhile changed the
+            same words (the sentence names the current text).
+        InvalidInput: as `edit`.
+    """
+    scope = owned_scope(user_id, folder_id=folder_id, assistant_id=assistant_id)
+    seen = None
+    if version is not None:
+        async with rt.db.reads() as session:
+            seen = await memories.get(session, scope=scope, memory_id=memory_id)
+        if seen is None:
+            raise MemoryNotFound(f"no memory {memory_id} for this user")
+        if seen.version != version:
+            # the text of an older version is not kept, so nothing to merge with
+            raise EditConflict(_changed_text(seen, version=version))
     return await edit(
         rt,
-        scope=owned_scope(user_id, folder_id=folder_id, assistant_id=assistant_id),
+        scope=scope,
         memory_id=memory_id,
         content=content,
         bank=bank,
         tags=tags,
         actor=f"user:{user_id}",
+        seen=seen,
+    )
+
+
+EDIT_ATTEMPTS = 3
+"""Merges tried when other edits keep landing first (each one is a real concurrent edit)."""
+
+
+def _changed_text(current: Memory, *, version: int | None = None) -> str:
+    """The sentence of an EditConflict: what the memory reads now."""
+    since = f"since version {version} " if version is not None else ""
+    return (
+        f"this memory was changed {since}by another edit at the same moment, so yours was not "
+        f"applied; it now reads “{current.content}” (version {current.version}): edit that "
+        "text again"
     )
 
 
@@ -265,16 +302,72 @@ async def edit(
     bank: Bank | None,
     tags: Sequence[str] | None,
     actor: str,
+    seen: Memory | None = None,
 ) -> Memory:
     """Change a memory in `scope` in place (new version number); audited.
 
+    A new text is written over the version the editor started from (`seen`, else the one
+    stored when the edit starts). When another edit changed the memory meanwhile, the two
+    are merged (`core/edit_merge.py`: both changes kept) and the merge is written instead;
+    two changes of the same words are refused with EditConflict, whose sentence names the
+    current text. Nothing is ever overwritten unseen (issue 27, item 6).
+
     Raises:
         MemoryNotFound: not an active memory of `scope`.
+        EditConflict: another edit changed the same words at the same moment.
         InvalidInput: empty or instruction-like text, or a move between a user and a project.
     """
+    if content is not None and seen is None:
+        async with rt.db.reads() as session:
+            seen = await memories.get(session, scope=scope, memory_id=memory_id)
+        if seen is None:
+            raise MemoryNotFound(f"no memory {memory_id} for this user")
     text = await _checked(rt, content) if content is not None else None
     tags = limits.check_tags(tags) if tags is not None else None
-    vector = np.asarray(await rt.encoder.encode_one(text)) if text is not None else None
+    current = seen
+    for _ in range(EDIT_ATTEMPTS):
+        vector = np.asarray(await rt.encoder.encode_one(text)) if text is not None else None
+        after, current = await _write_edit(
+            rt,
+            scope=scope,
+            memory_id=memory_id,
+            changes=(text, bank, tags, vector),
+            actor=actor,
+            seen=seen,
+        )
+        if after is not None:
+            break
+        # changed meanwhile: our change on top of theirs, checked again as any new text
+        assert text is not None and seen is not None and current is not None
+        merged = edit_merge.merge(seen.content, text, current.content)
+        if merged is None:
+            raise EditConflict(_changed_text(current))
+        text, seen = await _checked(rt, merged), current
+    else:
+        assert current is not None
+        raise EditConflict(_changed_text(current))
+    if after.owner_kind is OwnerKind.USER:
+        await profile_flow.request_refresh(rt, user_id=after.owner_id)
+    return after
+
+
+async def _write_edit(
+    rt: Runtime,
+    *,
+    scope: ReadScope,
+    memory_id: uuid.UUID,
+    changes: tuple[str | None, Bank | None, Sequence[str] | None, np.ndarray | None],
+    actor: str,
+    seen: Memory | None,
+) -> tuple[Memory | None, Memory | None]:
+    """One edit in one transaction: (the memory after it, None), or (None, the memory as it
+    is now) when a new text was to be written over `seen` and another change came first.
+
+    Raises:
+        MemoryNotFound: not an active memory of `scope` (forgotten or replaced meanwhile).
+        InvalidInput: a move between a user and a project.
+    """
+    text, bank, tags, vector = changes
     now = datetime.now(UTC)
     async with rt.db.unit_of_work() as session:
         # locked first: an extraction applying an answer at this moment replaces or archives
@@ -285,6 +378,13 @@ async def edit(
             raise MemoryNotFound(f"no memory {memory_id} for this user")
         if bank is not None and bank.owner_kind is not before.bank.owner_kind:
             raise InvalidInput("a memory can only move between a user's own two banks")
+        if (
+            text is not None
+            and seen is not None
+            and before.version != seen.version
+            and before.content != seen.content
+        ):
+            return None, before
         await memories.update_fields(
             session,
             memory_id=memory_id,
@@ -311,9 +411,7 @@ async def edit(
             before=audit.snapshot(before),
             after=audit.snapshot(after),
         )
-    if after.owner_kind is OwnerKind.USER:
-        await profile_flow.request_refresh(rt, user_id=after.owner_id)
-    return after
+    return after, None
 
 
 async def forget_for_user(

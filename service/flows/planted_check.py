@@ -1,8 +1,9 @@
 """The planted-instruction check on the write path (issue 27 item 2; policy in
 `core/planted.py`).
 
-Extraction, `/memory add` and the HTTP API, imports and the Remember action ask `verdicts`
-before a text is stored: one embedding per candidate (the encoder's cache serves the same
+Extraction, `/memory add` and the HTTP API, imports, the Remember action, reminders, the
+profile and chat summaries (these two per sentence) ask `verdicts` before a text is stored:
+one embedding per candidate (the encoder's cache serves the same
 text again when the flow stores it) against the shipped labelled examples, and — only for a
 text the rules and the margin leave in doubt, and only when an LLM is configured and
 `MEMORY_LLM_PLANTED_CHECK` is on (the default) — one short LLM call. A refused text is never
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -88,3 +90,13 @@ async def _llm_says_harmful(rt: Runtime, text: str) -> bool:
         log.warning("planted-instruction check: no LLM verdict (%s); rules and margin decide", exc)
         return False
     return planted.llm_says_harmful(answer) is True
+
+
+_SENTENCE_END = re.compile("(?<=[.!?\u3002\uff01\uff1f])\\s+|\n+")
+
+
+async def refuses_any_sentence(rt: Runtime, text: str) -> bool:
+    """True when one sentence of a longer LLM-written text (a profile, a chat summary) is a
+    planted instruction (`verdicts` of each sentence: the labelled examples are sentences)."""
+    sentences = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return any(v.refused for v in await verdicts(rt, sentences))

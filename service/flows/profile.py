@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import profile as policy
 from service.core.profile import ProfileView
-from service.flows import cache_sync
+from service.flows import cache_sync, planted_check
 from service.flows.runtime import Runtime
 from service.storage import memories, profiles
 from service.storage.notifications import PROFILE_CHANGE, Change
@@ -59,6 +59,8 @@ async def refresh_profile(
         policy.clean_profile(answer), memories=recent, user_name=user_name
     )
     text = policy.checked_profile(grounded) if grounded is not None else None
+    if text is not None and await planted_check.refuses_any_sentence(rt, text):
+        text = None  # the semantic layer of the check every stored text gets
     if text is None:
         # the previous profile (if any) stays: it passed the same checks
         log.warning(

@@ -19,7 +19,7 @@ from service.core import reminders as policy
 from service.core.records import ChatContext, ChatKind
 from service.core.reminders import Reminder, ReminderState, RequestOutcome, TriggerKind
 from service.errors import InvalidInput, ReminderNotFound
-from service.flows import cache_sync
+from service.flows import cache_sync, planted_check
 from service.flows.runtime import Runtime
 from service.storage import reminders
 from service.storage.notifications import REMINDERS_CHANGE, Change
@@ -177,12 +177,17 @@ async def _settle(
             source_chat_id=chat.chat_id or None,
             source_key=key,
         )
+    except InvalidInput as exc:  # the planted-instruction check refused it
+        return RequestOutcome(request.text, None, str(exc))
     except Exception:
         log.exception("could not store a reminder")
         return RequestOutcome(request.text, None, NOT_SAVED)
     if reminder.state is ReminderState.CANCELLED:
         return None  # set by an earlier inlet of this message, and cancelled since
     return RequestOutcome(request.text, reminder, None)
+
+
+NOT_AN_INSTRUCTION = "a reminder holds something to tell the user, not instructions"
 
 
 async def _store(
@@ -199,6 +204,10 @@ async def _store(
     # never stored as plain text, as for memories (DESIGN §5.5)
     content = safety.redact_secrets(content)
     cue = safety.redact_secrets(trigger.cue) if trigger.cue is not None else None
+    # the check every stored text gets (rules, nearest labelled examples, LLM verdict): a
+    # reminder is shown to the assistant as a memory is
+    if any(v.refused for v in await planted_check.verdicts(rt, [content, *([cue] if cue else [])])):
+        raise InvalidInput(NOT_AN_INSTRUCTION)
     cue_vector = None
     if cue is not None:
         cue_vector = await rt.encoder.encode_one(cue)
@@ -300,7 +309,7 @@ async def create_for_user(
     if not text:
         raise InvalidInput("the reminder text is empty")
     if safety.looks_like_instruction(text):
-        raise InvalidInput("a reminder holds something to tell the user, not instructions")
+        raise InvalidInput(NOT_AN_INSTRUCTION)
     if (due_at is None) == (cue is None or not cue.strip()):
         raise InvalidInput("give either due_at (a time) or cue (a topic), not both or neither")
     if timezone is not None and policy.resolve_zone(timezone)[1] != timezone.strip():

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    literal_column,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB, TSVECTOR, UUID
@@ -145,6 +146,15 @@ class TurnRow(Base):
         UniqueConstraint("chat_id", "user_message_id"),
         # the same message handed over under another id is a duplicate, not a new turn
         UniqueConstraint("chat_id", "message_hash"),
+        # whose folder it is (storage.turns.folder_private_to_another, migration 0018): the
+        # newest turns of one folder without a scan of every turn
+        Index(
+            "ix_turns_folder",
+            # written as PostgreSQL shows it back, so Alembic finds model and database equal
+            text("((payload -> 'chat') ->> 'folder_id')"),
+            literal_column("id").desc(),
+            postgresql_where=text("(payload -> 'chat' ->> 'folder_id') IS NOT NULL"),
+        ),
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, literal_column, or_, select, update
+from sqlalchemy import ColumnElement, String, func, literal_column, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -341,6 +341,30 @@ async def private_to_another(session: AsyncSession, *, chat_id: str, user_id: st
     stmt = (
         select(collaborative)
         .where(TurnRow.chat_id == chat_id, TurnRow.user_id != user_id)
+        .order_by(TurnRow.id.desc())
+        .limit(1)
+    )
+    found = (await session.execute(stmt)).first()
+    return found is not None and found[0] != "true"
+
+
+def folder_of_turn() -> ColumnElement[str]:
+    """The folder a turn was handed over from (`payload.chat.folder_id`; NULL outside a
+    folder): the expression `ix_turns_folder` indexes (migration 0018)."""
+    # the keys written out, not bound: a prepared statement's generic plan must still see
+    # the indexed expression
+    return literal_column("((turns.payload -> 'chat') ->> 'folder_id')", String)
+
+
+async def folder_private_to_another(session: AsyncSession, *, folder_id: str, user_id: str) -> bool:
+    """True when the latest turn anyone but `user_id` handed over from a chat in `folder_id`
+    came from a private chat: the folder was that user's alone then (a folder shared with
+    others makes every chat in it collaborative, DESIGN §2). One indexed read backwards
+    along `ix_turns_folder`."""
+    collaborative: ColumnElement[str] = TurnRow.payload["chat"]["collaborative"].astext
+    stmt = (
+        select(collaborative)
+        .where(folder_of_turn() == folder_id, TurnRow.user_id != user_id)
         .order_by(TurnRow.id.desc())
         .limit(1)
     )

@@ -47,8 +47,7 @@ MADE_AT_RUN_TIME = {
 """Cited paths that are not in a checkout, and who makes them. (Paths such as `.state/` and
 `eval-run/` are not rooted at a checked top-level folder, so they are never checked.)"""
 
-MERGED_THIS_ROUND = {
-}
+MERGED_THIS_ROUND = {}
 """Cited by CONTRIBUTING.md before the branch that adds them is merged; drop each entry once
 the file exists on main (the checker then covers it again)."""
 

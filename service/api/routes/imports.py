@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.api.deps import RuntimeDep
 from service.api.schemas import ChatContextIn, CommandResponse
 from service.core.imports import MAX_IMPORT_ITEMS
-from service.flows import import_command, imports
+from service.flows import chat_owner, import_command, imports
 
 router = APIRouter(prefix="/v1/users/{user_id}/memories", tags=["memories"])
 
@@ -50,7 +50,10 @@ class OpenWebUIImport(BaseModel):
 @chat_router.post("/imports/openwebui", response_model=CommandResponse)
 async def import_openwebui(body: OpenWebUIImport, rt: RuntimeDep) -> CommandResponse:
     """Import the sender's Open WebUI memories into their Personal bank (deduplicated, tagged
-    `import:openwebui`, dated with their own times); `text` is shown to the user verbatim."""
+    `import:openwebui`, dated with their own times); `text` is shown to the user verbatim.
+    403 for another user's private chat or folder."""
+    chat = body.chat.to_record()
+    await chat_owner.check(rt, chat)
     rows = [
         (
             m.content,
@@ -61,7 +64,7 @@ async def import_openwebui(body: OpenWebUIImport, rt: RuntimeDep) -> CommandResp
         if m.content.strip()
     ]
     text = await import_command.from_openwebui(
-        rt, body.chat.to_record(), rows, include_forgotten=body.include_forgotten
+        rt, chat, rows, include_forgotten=body.include_forgotten
     )
     return CommandResponse(command="import", text=text)
 
@@ -84,8 +87,25 @@ async def import_memories(
         {"added", "would_add", "duplicates", "refused", "not_allowed", "over_cap",
         "history_skipped", "chat_memory_skipped"}: counts of memories ("over_cap": new
         ones past the owner's MEMORY_CAP of active memories, not written).
+
+    Raises:
+        ScopeDenied: (403) a Project memory of the file names another user's private folder.
     """
+    await chat_owner.check_folders(rt, user_id=user_id, folder_ids=_folder_ids(data))
     result = await imports.restore_export(
         rt, user_id=user_id, data=data, actor="api:import", dry_run=dry_run
     )
     return result.as_json()
+
+
+def _folder_ids(data: list[dict[str, Any]] | dict[str, Any]) -> list[str]:
+    """The folder ids an export names (its Project memories'), before it is parsed: each is
+    checked like the `folder_id` of the other memory routes."""
+    entries = data.get("memories") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        return []
+    return [
+        e["folder_id"]
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("folder_id"), str)
+    ]

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from service.api.deps import RuntimeDep
 from service.api.schemas import MemoryCreate, MemoryList, MemoryRead, MemoryUpdate
 from service.core.records import Bank
-from service.flows import memories
+from service.flows import chat_owner, memories
 from service.flows.commands import export_json
 from service.flows.imports import export_markdown
 
@@ -37,6 +37,7 @@ async def list_memories(
 ) -> MemoryList:
     """The user's active memories, newest first (plus a folder's Project Memory and the
     user's memory for an assistant, if given)."""
+    await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     items, total = await memories.list_for_user(
         rt,
         user_id=user_id,
@@ -53,6 +54,7 @@ async def list_memories(
 async def add_memory(body: MemoryCreate, rt: RuntimeDep, user_id: str = UserId) -> MemoryRead:
     """Add a memory written by the user (Project Memory needs `folder_id`, Assistant Memory
     `assistant_id`)."""
+    await chat_owner.check_folder(rt, user_id=user_id, folder_id=body.folder_id)
     memory = await memories.add_for_user(
         rt,
         user_id=user_id,
@@ -80,6 +82,7 @@ async def search_memories(
 ) -> MemoryList:
     """Keyword search: each `;`-separated phrase (at most 60) matched as a phrase, any of them,
     most relevant first. Any characters are allowed."""
+    await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     scope = memories.owned_scope(user_id, folder_id=folder_id, assistant_id=assistant_id)
     found = await memories.keyword_search(rt, scope=scope, text=q, limit=limit)
     return MemoryList(items=[MemoryRead.from_record(m) for m in found], total=len(found))
@@ -98,6 +101,7 @@ async def export_memories(
     their own banks and their memory for every assistant), as JSON — the same data
     `/memory export` shows, and what `POST …/memories/import` reads — or, with
     `format=markdown`, the active ones as a document for people."""
+    await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     rows = await memories.export_for_user(rt, user_id=user_id, folder_id=folder_id)
     if format == "markdown":
         return Response(content=export_markdown(rows), media_type="text/markdown; charset=utf-8")
@@ -113,6 +117,7 @@ async def get_memory(
     assistant_id: str | None = AssistantId,
 ) -> MemoryRead:
     """One active memory of the user; 404 when it is not theirs or was forgotten."""
+    await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     return MemoryRead.from_record(
         await memories.get_for_user(
             rt,
@@ -133,7 +138,10 @@ async def edit_memory(
     folder_id: str | None = Query(default=None, max_length=255),
     assistant_id: str | None = AssistantId,
 ) -> MemoryRead:
-    """Change a memory's text, bank or tags; the change is audited."""
+    """Change a memory's text, bank or tags; the change is audited. 409 with the current text
+    when `version` is not the current one, or another edit at the same moment changed the same
+    words (edits of different words are merged)."""
+    await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     memory = await memories.edit_for_user(
         rt,
         user_id=user_id,
@@ -143,6 +151,7 @@ async def edit_memory(
         tags=body.tags,
         folder_id=folder_id,
         assistant_id=assistant_id,
+        version=body.version,
     )
     return MemoryRead.from_record(memory)
 
@@ -156,6 +165,7 @@ async def forget_memory(
     assistant_id: str | None = AssistantId,
 ) -> Response:
     """Forget a memory everywhere; only a content-free tombstone stays."""
+    await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     await memories.forget_for_user(
         rt, user_id=user_id, memory_id=memory_id, folder_id=folder_id, assistant_id=assistant_id
     )

@@ -14,6 +14,7 @@ from service.core import commands as text
 from service.core import memory_tools as policy
 from service.core.limits import MAX_FACT_CHARS
 from service.core.records import Bank
+from service.flows import chat_owner
 from service.flows import memory_tools as flow
 from service.flows.memory_tools import Outcome, ToolResult
 
@@ -92,30 +93,35 @@ def _response(result: ToolResult) -> ToolResponse:
 @router.post("/search", response_model=ToolResponse)
 async def search(body: SearchRequest, rt: RuntimeDep) -> ToolResponse:
     """The memories this chat may read that match `query`, best first (`found` or `none`);
-    `not_allowed` outside a chat (API calls, automations, background tasks)."""
-    return _response(
-        await flow.search(rt, chat=body.chat.to_record(), query=body.query, limit=body.limit)
-    )
+    `not_allowed` outside a chat (API calls, automations, background tasks); 403 for another
+    user's private chat or folder."""
+    chat = body.chat.to_record()
+    await chat_owner.check(rt, chat)
+    return _response(await flow.search(rt, chat=chat, query=body.query, limit=body.limit))
 
 
 @router.post("/add", response_model=ToolResponse)
 async def add(body: AddRequest, rt: RuntimeDep) -> ToolResponse:
     """Keep one fact for `chat.user_id` where this chat's extraction may write: `added`,
     `duplicate` (already known), `refused` (an instruction, only a secret, too long) or
-    `not_allowed` (a temporary chat, Personal in a shared chat, memory paused)."""
+    `not_allowed` (a temporary chat, Personal in a shared chat, memory paused); 403 for
+    another user's private chat or folder."""
+    chat = body.chat.to_record()
+    await chat_owner.check(rt, chat)
     bank = None
     if body.bank and body.bank.strip():
         try:
             bank = Bank.parse(body.bank)
         except ValueError as exc:
             return _response(ToolResult("refused", policy.unknown_bank_text(str(exc))))
-    return _response(
-        await flow.add(rt, chat=body.chat.to_record(), content=body.content, bank=bank)
-    )
+    return _response(await flow.add(rt, chat=chat, content=body.content, bank=bank))
 
 
 @router.post("/forget", response_model=ToolResponse)
 async def forget(body: ForgetRequest, rt: RuntimeDep) -> ToolResponse:
     """Forget one active memory this chat may read and change: `forgotten`, `not_found`
-    (not an id, or nothing visible here has it) or `not_allowed` (a temporary chat)."""
-    return _response(await flow.forget(rt, chat=body.chat.to_record(), memory_id=body.memory_id))
+    (not an id, or nothing visible here has it) or `not_allowed` (a temporary chat); 403 for
+    another user's private chat or folder."""
+    chat = body.chat.to_record()
+    await chat_owner.check(rt, chat)
+    return _response(await flow.forget(rt, chat=chat, memory_id=body.memory_id))
