@@ -185,6 +185,35 @@ class Settings(BaseSettings):
         le=1,
         description="Minimum relevance 1 − cosine_distance/2 (0.7 ⇔ cosine 0.4).",
     )
+    adaptive_fusion: bool = Field(
+        default=False,
+        alias="MEMORY_ADAPTIVE_FUSION",
+        description="Scale the full-text weight of the fusion by the share of the message's "
+        "words its best full-text match holds (docs/discussions/retrieval.md).",
+    )
+    nearest_reserve: int = Field(
+        default=5,
+        alias="MEMORY_NEAREST_RESERVE",
+        ge=0,
+        le=50,
+        description="The nearest this many memories pass the relevance gate down to "
+        "MEMORY_NEAREST_FLOOR (0 = off; docs/discussions/retrieval.md).",
+    )
+    nearest_floor: float = Field(
+        default=0.6,
+        alias="MEMORY_NEAREST_FLOOR",
+        ge=0,
+        le=1,
+        description="Minimum relevance of a reserved nearest memory (0.6 ⇔ cosine 0.2).",
+    )
+    long_memory_chars: int = Field(
+        default=300,
+        alias="MEMORY_LONG_MEMORY_CHARS",
+        ge=0,
+        le=100_000,
+        description="Memories longer than this many characters are also scored by their best "
+        "sentence (0 = off; core/passages.py).",
+    )
     relevance_weight: float = Field(
         default=0.95,
         alias="MEMORY_RELEVANCE_WEIGHT",
