@@ -203,9 +203,7 @@ def _summary(rows: Mapping[str, Sequence[Mapping[str, Any]]], tune: Tuning) -> d
             if name in ("current", "dense"):
                 continue
             entry["vs_current"][name] = {
-                m: bootstrap_difference(
-                    [r[m] for r in values], [r[m] for r in chosen["current"]]
-                )
+                m: bootstrap_difference([r[m] for r in values], [r[m] for r in chosen["current"]])
                 for m in ("r10", "block")
             }
         entry["vs_dense"] = {

@@ -6,7 +6,11 @@
 2. Relevance bands of the founding design (seeds/001): similarity ≥ 0.93 is accepted as is;
    0.7–0.93 is accepted, or scored by the LLM when that tier is on; below 0.7 is dropped —
    except full-text matches, which stay down to a lower floor because names, ids and rare
-   words are what embeddings miss.
+   words are what embeddings miss, and the `nearest_reserve` nearest candidates, which stay
+   down to `nearest_floor`: a paraphrased preference is the best semantic evidence a query
+   has even below the absolute threshold (docs/discussions/retrieval.md). With
+   `adaptive_fusion` the BM25 weight follows how much of the query the best full-text match
+   covers (`keyword_evidence`).
 3. Score = 95 % relevance (the fused score, in [0, 1]) + 5 % recency, where
    recency halves every 60 days (a true half-life) counted from the memory's creation — or,
    with `refresh_on_use`, from its last use in a reply when later (use strengthens a memory,

@@ -315,9 +315,9 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             false().label("top"),
         ),
         select(best.c.seq, cast(null(), Integer), best.c.rank, best.c.matched, best.c.top),
-        select(
-            scored.c.seq, cast(null(), Integer), scored.c.rank, scored.c.matched, false()
-        ).where(scored.c.seq.in_(select(nearest.c.seq))),
+        select(scored.c.seq, cast(null(), Integer), scored.c.rank, scored.c.matched, false()).where(
+            scored.c.seq.in_(select(nearest.c.seq))
+        ),
     ).subquery("both")
     found = (
         select(
