@@ -56,7 +56,7 @@ class RankingParams:
     adaptive_fusion: bool = False
     #: the nearest this many candidates pass the gate down to `nearest_floor`, whatever
     #: the full-text matches (0 = off)
-    nearest_reserve: int = 0
+    nearest_reserve: int = 5
     nearest_floor: float = 0.6  #: minimum similarity of a reserved nearest candidate
     #: candidates longer than this many characters are scored by their best sentence too
     #: (core/passages.py; 0 = off)

@@ -84,7 +84,12 @@ def test_bands_keep_relevant_and_keyword_matches_above_the_floor() -> None:
         params=params,
     )
     kept = sorted(f.candidate.memory.seq for f in fused if ranking.passes_gate(f, params=params))
-    assert kept == [1, 2, 4]
+    # 3 (0.69) is below the threshold but among the 5 nearest, above their floor of 0.6
+    assert kept == [1, 2, 3, 4]
+    absolute = replace(params, nearest_reserve=0)
+    assert sorted(
+        f.candidate.memory.seq for f in fused if ranking.passes_gate(f, params=absolute)
+    ) == [1, 2, 4]
     middle = sorted(
         f.candidate.memory.seq for f in fused if ranking.needs_llm_score(f, params=params)
     )
