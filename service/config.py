@@ -185,6 +185,38 @@ class Settings(BaseSettings):
         le=1,
         description="Minimum relevance 1 − cosine_distance/2 (0.7 ⇔ cosine 0.4).",
     )
+    adaptive_fusion: bool = Field(
+        default=False,
+        alias="MEMORY_ADAPTIVE_FUSION",
+        description="Scale the full-text weight of the fusion by the share of the message's "
+        "words its best full-text match holds (off: +4 points of R@10 on PrefEval, −4 on "
+        "LoCoMo turns; docs/discussions/retrieval.md).",
+    )
+    nearest_reserve: int = Field(
+        default=5,
+        alias="MEMORY_NEAREST_RESERVE",
+        ge=0,
+        le=50,
+        description="The nearest this many memories pass the relevance gate down to "
+        "MEMORY_NEAREST_FLOOR (0 = off; 5: chosen on LoCoMo 0–4 and PrefEval users 0–9, "
+        "docs/discussions/retrieval.md).",
+    )
+    nearest_floor: float = Field(
+        default=0.6,
+        alias="MEMORY_NEAREST_FLOOR",
+        ge=0,
+        le=1,
+        description="Minimum relevance of a reserved nearest memory (0.6 ⇔ cosine 0.2).",
+    )
+    long_memory_chars: int = Field(
+        default=0,
+        alias="MEMORY_LONG_MEMORY_CHARS",
+        ge=0,
+        le=100_000,
+        description="Memories longer than this many characters are also scored by their best "
+        "sentence (0 = off, the default: 300 cost 0.8 points of the LoCoMo turns block; "
+        "docs/discussions/retrieval.md).",
+    )
     relevance_weight: float = Field(
         default=0.95,
         alias="MEMORY_RELEVANCE_WEIGHT",

@@ -6,7 +6,11 @@
 2. Relevance bands of the founding design (seeds/001): similarity ≥ 0.93 is accepted as is;
    0.7–0.93 is accepted, or scored by the LLM when that tier is on; below 0.7 is dropped —
    except full-text matches, which stay down to a lower floor because names, ids and rare
-   words are what embeddings miss.
+   words are what embeddings miss, and the `nearest_reserve` nearest candidates, which stay
+   down to `nearest_floor`: a paraphrased preference is the best semantic evidence a query
+   has even below the absolute threshold (docs/discussions/retrieval.md). With
+   `adaptive_fusion` the BM25 weight follows how much of the query the best full-text match
+   covers (`keyword_evidence`).
 3. Score = 95 % relevance (the fused score, in [0, 1]) + 5 % recency, where
    recency halves every 60 days (a true half-life) counted from the memory's creation — or,
    with `refresh_on_use`, from its last use in a reply when later (use strengthens a memory,
@@ -47,6 +51,16 @@ class RankingParams:
     semantic_weight: float = 0.5  #: weight of the normalised cosine in the fusion
     keyword_weight: float = 0.5  #: weight of the normalised BM25 in the fusion
     mmr_lambda: float = 0.8  #: 1 = pure relevance, 0 = pure diversity
+    #: scale the keyword weight by the share of the query's lexemes the best full-text match
+    #: holds (`keyword_evidence`), so weak keyword evidence leans on the vectors
+    adaptive_fusion: bool = False
+    #: the nearest this many candidates pass the gate down to `nearest_floor`, whatever
+    #: the full-text matches (0 = off)
+    nearest_reserve: int = 5
+    nearest_floor: float = 0.6  #: minimum similarity of a reserved nearest candidate
+    #: candidates longer than this many characters are scored by their best sentence too
+    #: (core/passages.py; 0 = off)
+    long_memory_chars: int = 0
 
 
 def recency_weight(*, created_at: datetime, now: datetime, half_life_days: float) -> float:
@@ -84,10 +98,29 @@ class Fused:
     candidate: Candidate  #: the memory with its similarity
     relevance: float  #: normalised score fusion of cosine and BM25, in [0, 1]
     keyword: bool  #: among the best full-text (BM25) matches
+    nearest: int | None = None  #: 0-based place in the vector list; None: not in it
+
+
+def keyword_evidence(keyword: Sequence[Candidate], *, query_terms: int) -> float:
+    """Share in [0, 1] of the query's lexemes held by its best-covering full-text match.
+
+    max over `keyword` of `text_terms` / `query_terms`; 1 when the counts are unknown
+    (`query_terms` 0 — a caller without them keeps the fixed weights). A question whose words
+    the memories barely share ("What should I cook tonight?" against "I am vegan") gets a
+    low share, and its BM25 list is mostly chance matches of one common word.
+    """
+    if query_terms <= 0:
+        return 1.0
+    best = max((c.text_terms or 0 for c in keyword), default=0)
+    return min(best / query_terms, 1.0)
 
 
 def fuse(
-    semantic: Sequence[Candidate], keyword: Sequence[Candidate], *, params: RankingParams
+    semantic: Sequence[Candidate],
+    keyword: Sequence[Candidate],
+    *,
+    params: RankingParams,
+    query_terms: int = 0,
 ) -> list[Fused]:
     """Normalised score fusion of the vector and the full-text candidates.
 
@@ -96,11 +129,13 @@ def fuse(
     `keyword_weight`): the scores themselves, not only their ranks, so a memory far ahead
     in one list stays ahead. A candidate without a BM25 score (it matched no word) counts 0
     there; equal cosines all count 1. On LoCoMo conversations 0–4 this beat reciprocal rank
-    fusion by 7–12 points of Recall@10 (docs/performance.md).
+    fusion by 7–12 points of Recall@10 (docs/performance.md). With `adaptive_fusion`, w_k
+    is scaled by `keyword_evidence` and w_s = 1 − w_k (docs/discussions/retrieval.md).
 
     Args:
         semantic: vector candidates, nearest first (`text_rank`: BM25 when it matched).
         keyword: full-text candidates, best BM25 (`text_rank`) first.
+        query_terms: the query's distinct lexemes (`CandidateSets.query_terms`; 0 unknown).
 
     Returns:
         One entry per memory, best fused score first (ties: earlier stored first).
@@ -111,10 +146,14 @@ def fuse(
     if not found:
         return []
     by_keyword = {c.memory.seq for c in keyword}
+    place = {c.memory.seq: i for i, c in enumerate(semantic)}
     total = params.semantic_weight + params.keyword_weight
     w_s, w_k = (
         (params.semantic_weight / total, params.keyword_weight / total) if total > 0 else (0, 0)
     )
+    if params.adaptive_fusion and total > 0:
+        w_k *= keyword_evidence(keyword, query_terms=query_terms)
+        w_s = 1.0 - w_k
     cosines = [c.cosine for c in found.values()]
     low, spread = min(cosines), max(cosines) - min(cosines)
     best_rank = max((c.text_rank or 0.0) for c in found.values())
@@ -124,6 +163,7 @@ def fuse(
             w_s * ((cand.cosine - low) / spread if spread > 0 else 1.0)
             + w_k * ((cand.text_rank or 0.0) / best_rank if best_rank > 0 else 0.0),
             seq in by_keyword,
+            place.get(seq),
         )
         for seq, cand in found.items()
     ]
@@ -132,10 +172,23 @@ def fuse(
 
 
 def passes_gate(item: Fused, *, params: RankingParams) -> bool:
-    """The relevance bands: keep ≥ threshold, or a full-text match ≥ the keyword floor."""
+    """The relevance bands: keep ≥ threshold, or a full-text match ≥ the keyword floor, or
+    one of the `nearest_reserve` nearest candidates ≥ `nearest_floor`.
+
+    The reserve is relative to the query: the nearest memories are the best semantic
+    evidence there is, even when a paraphrase puts them below the absolute threshold (on
+    PrefEval explicit preferences 63 % of the relevant ones have cosine < 0.4, yet 79 % are
+    among the 3 nearest; docs/discussions/retrieval.md).
+    """
     similarity = item.candidate.similarity
-    return similarity >= params.relevance_threshold or (
-        item.keyword and similarity >= params.keyword_floor
+    return (
+        similarity >= params.relevance_threshold
+        or (item.keyword and similarity >= params.keyword_floor)
+        or (
+            item.nearest is not None
+            and item.nearest < params.nearest_reserve
+            and similarity >= params.nearest_floor
+        )
     )
 
 

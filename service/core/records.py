@@ -195,6 +195,8 @@ class Candidate:
     #: full-text score when found by keywords: Okapi BM25 on the read path, `ts_rank` in
     #: keyword search (`/memory search`); None when no word matched
     text_rank: float | None = None
+    #: how many of the query's lexemes the memory holds (read path); None: none or unknown
+    text_terms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from service.core import injection, privacy, ranking, safety
 from service.core.ranking import RankingParams
 from service.core.records import ChatContext, Memory, RankedMemory, ReadScope
 from service.core.reminders import Reminder, owner_of, resolve_zone
-from service.flows import candidates, relevance
+from service.flows import candidates, passages, relevance
 from service.flows import profile as profile_flow
 from service.flows import reminders as reminders_flow
 from service.flows.runtime import Runtime
@@ -76,7 +76,11 @@ async def retrieve(
     found = await candidates.gather(
         rt, scope=scope, query=query, query_vector=vector, limit=rt.settings.candidate_limit
     )
-    fused = ranking.fuse(found.semantic, found.keyword, params=params)
+    if params.long_memory_chars > 0:
+        found = await passages.rescore(rt, found, vector, min_chars=params.long_memory_chars)
+    fused = ranking.fuse(
+        found.semantic, found.keyword, params=params, query_terms=found.query_terms
+    )
     if apply_gate:
         fused = [f for f in fused if ranking.passes_gate(f, params=params)]
         fused = await relevance.apply_llm_tier(rt, query=query, items=fused, params=params)

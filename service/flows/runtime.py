@@ -102,4 +102,8 @@ class Runtime:
             refresh_on_use=s.refresh_on_use,
             budget_tokens=s.budget_tokens if budget_tokens is None else budget_tokens,
             max_items=s.max_injected,
+            adaptive_fusion=s.adaptive_fusion,
+            nearest_reserve=s.nearest_reserve,
+            nearest_floor=s.nearest_floor,
+            long_memory_chars=s.long_memory_chars,
         )

@@ -56,6 +56,9 @@ class CandidateSets:
     semantic: list[Candidate]  #: nearest first (ties: earlier stored first)
     keyword: list[Candidate]  #: best Okapi BM25 first (ties: earlier stored first)
     exact_fallbacks: int = 0  #: cells whose HNSW index gave too few rows, searched exactly
+    #: the query's distinct lexemes (English stems and words as written, `_TERMS_SQL`);
+    #: with each candidate's `text_terms`, how much of the query its words cover
+    query_terms: int = 0
 
 
 HNSW_MAX_EF_SEARCH = 1_000
@@ -167,6 +170,7 @@ async def candidates(  # noqa: C901 -- refactor pending: rpath is changing this 
         (row for part in by_branch.values() for row in part),
         key=lambda row: (row.distance, row.seq),
     )[:limit]
+    query_terms = max((int(getattr(row, "query_terms", 0) or 0) for row in rows), default=0)
     keyword_rows.sort(key=lambda row: (-row.rank, row.seq))
     keyword_rows = keyword_rows[:limit]
     # a memory in both lists becomes one record
@@ -176,17 +180,26 @@ async def candidates(  # noqa: C901 -- refactor pending: rpath is changing this 
     return CandidateSets(
         semantic=[
             memory_rows.to_candidate(
-                row, row.distance, text_rank=_rank(row), memory=records[row.seq]
+                row,
+                row.distance,
+                text_rank=_rank(row),
+                memory=records[row.seq],
+                text_terms=_matched(row),
             )
             for row in nearest
         ],
         keyword=[
             memory_rows.to_candidate(
-                row, row.distance, text_rank=float(row.rank), memory=records[row.seq]
+                row,
+                row.distance,
+                text_rank=float(row.rank),
+                memory=records[row.seq],
+                text_terms=_matched(row),
             )
             for row in keyword_rows
         ],
         exact_fallbacks=fallbacks,
+        query_terms=query_terms,
     )
 
 
@@ -194,6 +207,12 @@ def _rank(row: Any) -> float | None:
     """The row's BM25 score when the statement computed one (it matched a word)."""
     rank = getattr(row, "rank", None)
     return None if rank is None else float(rank)
+
+
+def _matched(row: Any) -> int | None:
+    """How many of the query's lexemes the row holds, when it matched a word."""
+    matched = getattr(row, "matched", None)
+    return None if matched is None else int(matched)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +301,7 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
     # the best `limit` by a top-N sort, and the nearest rows' own scores by a semi-join: the
     # grouping below then sees about 2 × `limit` rows, not every match
     best = (
-        select(scored.c.seq, scored.c.rank, true().label("top"))
+        select(scored.c.seq, scored.c.rank, scored.c.matched, true().label("top"))
         .order_by(scored.c.rank.desc(), scored.c.seq)
         .limit(limit)
         .subquery("best")
@@ -292,10 +311,11 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             nearest.c.seq,
             nearest.c.branch,
             cast(null(), Float).label("rank"),
+            cast(null(), Integer).label("matched"),
             false().label("top"),
         ),
-        select(best.c.seq, cast(null(), Integer), best.c.rank, best.c.top),
-        select(scored.c.seq, cast(null(), Integer), scored.c.rank, false()).where(
+        select(best.c.seq, cast(null(), Integer), best.c.rank, best.c.matched, best.c.top),
+        select(scored.c.seq, cast(null(), Integer), scored.c.rank, scored.c.matched, false()).where(
             scored.c.seq.in_(select(nearest.c.seq))
         ),
     ).subquery("both")
@@ -304,6 +324,7 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             both.c.seq,
             func.max(both.c.branch).label("branch"),
             func.max(both.c.rank).label("rank"),
+            func.max(both.c.matched).label("matched"),
             func.bool_or(both.c.top).label("keyword_hit"),
         )
         .group_by(both.c.seq)
@@ -316,7 +337,9 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             memory_rows.TABLE.c.embedding.cosine_distance(vector).label("distance"),
             found.c.branch,
             found.c.rank,
+            found.c.matched,
             found.c.keyword_hit,
+            select(func.cardinality(tsquery.c.terms)).scalar_subquery().label("query_terms"),
         )
         .select_from(found)
         .join(memory_rows.TABLE, memory_rows.TABLE.c.seq == found.c.seq)
@@ -340,7 +363,7 @@ _TERMS_SQL = """ARRAY(
 
 
 def _bm25(terms: Any, cells: int) -> Select[Any]:
-    """(seq, rank): Okapi BM25 of each memory of cells txt0…txt<cells−1> holding a query
+    """(seq, rank, matched): Okapi BM25 of each memory of cells txt0…txt<cells−1> holding a query
     lexeme (Robertson and Zaragoza 2009).
 
     rank = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl / avgdl)) over the query's
@@ -393,7 +416,12 @@ def _bm25(terms: Any, cells: int) -> Select[Any]:
     k1: ColumnElement[float] = literal_column(repr(BM25_K1), Float)
     b: ColumnElement[float] = literal_column(repr(BM25_B), Float)
     weight = idf * hits.c.tf * (k1 + 1) / (hits.c.tf + k1 * (1 - b + b * hits.c.dl / avgdl))
-    return select(hits.c.seq, func.sum(weight).label("rank")).group_by(hits.c.seq)
+    # `matched`: the query's lexemes the memory holds (one posting per memory and lexeme)
+    return select(
+        hits.c.seq,
+        func.sum(weight).label("rank"),
+        cast(func.count(), Integer).label("matched"),
+    ).group_by(hits.c.seq)
 
 
 def _cell_keys(columns: Any, prefix: str) -> list[ColumnElement[bool]]:

@@ -198,7 +198,11 @@ def union_parts(parts: list[Select[Any]]) -> Any:
 
 
 def to_candidate(
-    row: Any, distance: float | None, text_rank: float | None = None, memory: Memory | None = None
+    row: Any,
+    distance: float | None,
+    text_rank: float | None = None,
+    memory: Memory | None = None,
+    text_terms: int | None = None,
 ) -> Candidate:
     """A candidate from a row whose first columns are RECORD_COLUMNS (or its `memory`)."""
     d = 2.0 if distance is None else float(distance)
@@ -207,6 +211,7 @@ def to_candidate(
         similarity=similarity_from_distance(d),
         cosine=1.0 - d,
         text_rank=text_rank,
+        text_terms=text_terms,
     )
 
 

@@ -84,7 +84,12 @@ def test_bands_keep_relevant_and_keyword_matches_above_the_floor() -> None:
         params=params,
     )
     kept = sorted(f.candidate.memory.seq for f in fused if ranking.passes_gate(f, params=params))
-    assert kept == [1, 2, 4]
+    # 3 (0.69) is below the threshold but among the 5 nearest, above their floor of 0.6
+    assert kept == [1, 2, 3, 4]
+    absolute = replace(params, nearest_reserve=0)
+    assert sorted(
+        f.candidate.memory.seq for f in fused if ranking.passes_gate(f, params=absolute)
+    ) == [1, 2, 4]
     middle = sorted(
         f.candidate.memory.seq for f in fused if ranking.needs_llm_score(f, params=params)
     )
@@ -159,3 +164,60 @@ def test_strength_scales_by_confidence_and_use_refreshes_recency() -> None:
     plain = RankingParams(confidence_weight=0.0, refresh_on_use=False)
     unscaled = {r.memory.seq: r.score for r in ranking.score_fused(fused, now=NOW, params=plain)}
     assert unscaled == pytest.approx({1: 0.9625, 2: 0.9625, 3: 0.9625})
+
+
+def test_a_long_memory_is_split_into_sentences_and_scored_by_its_best() -> None:
+    from service.core import passages
+
+    note = "Moved in March. The sofa went in by the balcony.\nThe spare key is with Ines! Ok."
+    assert passages.sentences(note) == [
+        "Moved in March.",
+        "The sofa went in by the balcony.",
+        "The spare key is with Ines!",
+    ]
+    assert passages.sentences("One sentence only, however long it is.") == []
+    whole = Candidate(memory=_memory(1, note), similarity=0.6, cosine=0.2)
+    best = passages.best_of(whole, [0.1, 0.5, 0.3])
+    assert (best.cosine, best.similarity) == pytest.approx((0.5, 0.75))
+    assert passages.best_of(whole, [0.1, 0.15]) is whole  # never lowered
+    assert passages.is_long(whole, min_chars=50) and not passages.is_long(whole, min_chars=0)
+
+
+def test_keyword_evidence_is_the_best_share_of_the_query_lexemes() -> None:
+    keyword = [
+        _cand(1, 0.6, text_rank=3.0, text_terms=1),
+        _cand(2, 0.6, text_rank=2.0, text_terms=2),
+    ]
+    assert ranking.keyword_evidence(keyword, query_terms=8) == pytest.approx(0.25)
+    assert ranking.keyword_evidence([], query_terms=8) == 0.0
+    assert ranking.keyword_evidence(keyword, query_terms=0) == 1.0  # unknown: fixed weights
+
+
+def test_adaptive_fusion_leans_on_the_vectors_when_few_query_words_match() -> None:
+    # the nearest memory shares no word; a chance match holds 1 of the query's 8 lexemes
+    semantic = [_cand(1, 0.7), _cand(2, 0.6, text_rank=4.0, text_terms=1), _cand(3, 0.55)]
+    keyword = [_cand(2, 0.6, text_rank=4.0, text_terms=1)]
+    fixed = ranking.fuse(semantic, keyword, params=RankingParams(), query_terms=8)
+    assert [f.candidate.memory.seq for f in fixed] == [2, 1, 3]
+    params = replace(RankingParams(), adaptive_fusion=True)
+    adaptive = ranking.fuse(semantic, keyword, params=params, query_terms=8)
+    assert [f.candidate.memory.seq for f in adaptive] == [1, 2, 3]
+    # w_k = 0.5 × 1/8, w_s = 1 − w_k; cosines 0.4, 0.2, 0.1 (min-max over 0.1–0.4)
+    assert [f.relevance for f in adaptive] == pytest.approx([0.9375, 0.9375 / 3 + 0.0625, 0.0])
+    assert [f.nearest for f in adaptive] == [0, 1, 2]
+
+
+def test_the_nearest_pass_the_gate_down_to_their_floor_whatever_the_keyword_matches() -> None:
+    params = replace(RankingParams(), nearest_reserve=2, nearest_floor=0.6)
+    fused = ranking.fuse(
+        [_cand(1, 0.66), _cand(2, 0.64), _cand(3, 0.63), _cand(6, 0.55)],
+        [_cand(4, 0.62, text_rank=0.9), _cand(5, 0.61, text_rank=0.8)],
+        params=params,
+    )
+    kept = sorted(f.candidate.memory.seq for f in fused if ranking.passes_gate(f, params=params))
+    assert kept == [1, 2, 4, 5]  # 3 is third nearest; 6 would be below the floor anyway
+    off = replace(params, nearest_reserve=0)
+    assert sorted(f.candidate.memory.seq for f in fused if ranking.passes_gate(f, params=off)) == [
+        4,
+        5,
+    ]
