@@ -226,6 +226,42 @@ async def test_a_20000_operation_answer_is_parsed_off_the_loop_within_the_caps(
     assert len(answer) > limits.MAX_ANSWER_CHARS  # the large answer's path: no json-repair
 
 
+async def test_the_secret_scans_of_a_huge_answers_operations_run_off_the_loop(
+    runtime: RuntimeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.core import safety
+
+    answer = json.dumps(
+        {"operations": [{"op": "NEW", "content": f"User likes colour {i}"} for i in range(500)]}
+    )
+
+    class LLM:
+        configured = True
+
+        async def complete(self, messages: Any, **_: Any) -> str:
+            return answer
+
+        async def aclose(self) -> None:
+            return None
+
+    rt = runtime()
+    rt.llm = LLM()  # type: ignore[assignment]
+    scanned: list[tuple[str, str]] = []
+    original = safety.redact_secrets
+
+    def spy(text: str, *args: Any, **kwargs: Any) -> str:
+        scanned.append((threading.current_thread().name, text))
+        return original(text, *args, **kwargs)
+
+    monkeypatch.setattr(safety, "redact_secrets", spy)
+    turn = TurnText(user_message="I like many colours", assistant_message=None, history=[])
+    await extraction._ask(rt, chat=CHAT, scope=privacy.write_scope(CHAT), batch=[turn])
+
+    of_operations = [thread for thread, text in scanned if text.startswith("User likes colour")]
+    assert len(of_operations) >= limits.MAX_OPERATIONS
+    assert LOOP_THREAD not in of_operations
+
+
 async def test_an_import_is_guarded_and_deduplicated_off_the_loop(
     runtime: RuntimeFactory,
 ) -> None:
