@@ -18,8 +18,9 @@ one after another, for the whole of each phase:
 - **huge answer**: A hands over a turn whose extraction answer holds 20,000 operations.
 
 - **users** (last): 1, then 20, then 50 users (`--users`) chatting at once, each one
-  message after `--think-seconds` of reading, every third message a turn, for
-  `--phase-seconds`; reported as the ratio of their p50 / p95 to one user's.
+  message after `--think-seconds` ±50 % of reading (starts spread over one think time),
+  every third message a turn, for `--phase-seconds`; reported as the ratio of their
+  p50 / p95 to one user's.
 
 `--phases` runs some of them only (`alone` always runs first). B holds `--b-memories`
 memories of its own (imported before `alone`), so its inlet ranks something.
@@ -122,6 +123,8 @@ class QuietUser:
         """B's inlet times (ms) until `running` is done (or `seconds` pass when None)."""
         times: list[float] = []
         deadline = time.perf_counter() + seconds
+        if self.think_s:  # users arrive spread over one think time, not all at once
+            await asyncio.sleep(self.think_s * float(self.rng.uniform(0.0, 1.0)))
         while (running is None and time.perf_counter() < deadline) or (
             running is not None and not running.done()
         ):
@@ -145,8 +148,8 @@ class QuietUser:
                         "assistant_message": "Sure.",
                     },
                 )
-            if self.think_s:
-                await asyncio.sleep(self.think_s)
+            if self.think_s:  # ±50 %, so users do not send in step
+                await asyncio.sleep(self.think_s * float(self.rng.uniform(0.5, 1.5)))
         return times
 
 
@@ -476,8 +479,9 @@ def render_markdown(results: dict[str, Any]) -> str:
             "",
             "## Users at once (ratio = their figure / one user's)",
             "",
-            "Each user sends a message never seen before, reads for the think time, sends "
-            "the next; every third message is also handed over as a turn.",
+            "Each user starts at a random moment within one think time, sends a message "
+            "never seen before, reads for the think time ±50 %, sends the next; every third "
+            "message is also handed over as a turn.",
             "",
             "| users | think s | calls | inlets/s | p50 | p95 | ratio p50 | ratio p95 "
             "| past 0.8 s | degraded | load avg (max) |",
