@@ -514,18 +514,30 @@ async def interleaved_pass(
     floor_messages: Sequence[str],
     max_seconds: float,
     floor_ms: list[float],
+    cpu_ms: dict[str, list[float]] | None = None,
 ) -> tuple[list[float], float]:
     """`timed_pass` of `call`, with `floor` timed between every two calls (into `floor_ms`),
-    each with a message of its own."""
+    each with a message of its own.
+
+    `cpu_ms`, when given, gets this process's CPU time (ms, all threads: the loop, the
+    encoder's threads, the offload pool) of each call under "context" and "floor"; the calls
+    run one at a time with no workers, so that is the service's CPU per call (PostgreSQL's
+    own CPU is in its processes and not counted)."""
     times: list[float] = []
     deadline = time.perf_counter() + max_seconds
     for message, other in zip(messages, floor_messages, strict=False):
+        cpu = time.process_time()
         started = time.perf_counter()
         await call(message)
         times.append((time.perf_counter() - started) * 1000.0)
+        if cpu_ms is not None:
+            cpu_ms.setdefault("context", []).append((time.process_time() - cpu) * 1000.0)
+        cpu = time.process_time()
         started = time.perf_counter()
         await floor(other)
         floor_ms.append((time.perf_counter() - started) * 1000.0)
+        if cpu_ms is not None:
+            cpu_ms.setdefault("floor", []).append((time.process_time() - cpu) * 1000.0)
         if len(times) >= 10 and time.perf_counter() > deadline:
             break
     return times, os.getloadavg()[0]
@@ -605,12 +617,18 @@ async def measure_service_side(
             # warm: the service is warm, but every message is new (never embedded before)
             fresh = fresh_messages(rng, 2 * len(times), seen=set(messages))
             floor_ms: list[float] = []
+            cpu_ms: dict[str, list[float]] = {}
             floor = bare_floor(rt, user_id=f"bench-user-{rows}")
             times, load = await interleaved_pass(
-                call, floor, fresh[::2], fresh[1::2], args.pass_seconds, floor_ms
+                call, floor, fresh[::2], fresh[1::2], args.pass_seconds, floor_ms, cpu_ms
             )
             warm.append(
-                _row(rows, times, load, **_outcome(statuses, items)) | floor_row(times, floor_ms)
+                _row(rows, times, load, **_outcome(statuses, items))
+                | floor_row(times, floor_ms)
+                | {
+                    "service_cpu_ms_mean": round(float(np.mean(cpu_ms["context"])), 2),
+                    "floor_cpu_ms_mean": round(float(np.mean(cpu_ms["floor"])), 2),
+                }
             )
             _progress(
                 f"service-side {rows:,}: cold p50 {cold[-1]['p50_ms']} ms, "
@@ -1029,16 +1047,20 @@ def render_markdown(results: dict[str, Any]) -> str:
         "(`FLOOR_SQL`), timed between every two context calls, each with a new message. "
         "Goal (issue 26): context ≤ 1.5× the floor at 10k memories, ≤ 2× at 100k.",
         "",
+        "Service CPU = this process's CPU time per call (all its threads; PostgreSQL's "
+        "processes not counted), mean.",
+        "",
         "| memories of the user | context p50 | context p95 | floor p50 | floor p95 "
-        "| ratio p50 | ratio p95 |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| ratio p50 | ratio p95 | service CPU ms, context | service CPU ms, floor |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in results["service_side"]["warm"]:
         if "floor" in row:
             lines.append(
                 f"| {row['user_rows']:,} | {_ms(row['p50_ms'])} | {_ms(row['p95_ms'])} "
                 f"| {_ms(row['floor']['p50_ms'])} | {_ms(row['floor']['p95_ms'])} "
-                f"| {row['ratio_p50']} | {row['ratio_p95']} |"
+                f"| {row['ratio_p50']} | {row['ratio_p95']} "
+                f"| {_ms(row.get('service_cpu_ms_mean'))} | {_ms(row.get('floor_cpu_ms_mean'))} |"
             )
     over = [
         f"{state} {r['user_rows']:,}: {r['over_default_timeout']}/{r['n']}"

@@ -17,6 +17,14 @@ one after another, for the whole of each phase:
 - **long message**: A sends 15,000-character messages to `/v1/context` (`--phase-seconds`);
 - **huge answer**: A hands over a turn whose extraction answer holds 20,000 operations.
 
+- **users** (last): 1, then 20, then 50 users (`--users`) chatting at once, each one
+  message after `--think-seconds` ±50 % of reading (starts spread over one think time),
+  every third message a turn, for `--phase-seconds`; reported as the ratio of their
+  p50 / p95 to one user's.
+
+`--phases` runs some of them only (`alone` always runs first). B holds `--b-memories`
+memories of its own (imported before `alone`), so its inlet ranks something.
+
 Reported per phase: B's inlet p50 / p95 and their ratio to B alone, how many of B's calls
 took longer than the filter's 0.8 s inlet timeout, and how long A's operation took. Goal
 (issue 26): every ratio ≤ 1.5 and none past the timeout. Figures: bench/results/
@@ -27,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
+import os
 import re
 import sys
 import tempfile
@@ -70,12 +80,19 @@ def responder(request: dict[str, Any]) -> str:
         text = "; ".join(t for _, t in sources)[:590]
         return json.dumps({"content": text, "covers": [r for r, _ in sources]})
     if HUGE_MARKER in prompt:
-        ops = [
-            {"op": "NEW", "content": f"User likes colour number {i}", "bank": "personal"}
-            for i in range(HUGE_OPERATIONS)
-        ]
-        return json.dumps({"operations": ops})
+        return huge_answer()
     return json.dumps({"operations": []})
+
+
+@functools.cache
+def huge_answer() -> str:
+    """The 20,000-operation answer (1.2 MB), made once before the phase: the stand-in runs in
+    this process beside the service, and a real LLM's work is not the service's."""
+    ops = [
+        {"op": "NEW", "content": f"User likes colour number {i}", "bank": "personal"}
+        for i in range(HUGE_OPERATIONS)
+    ]
+    return json.dumps({"operations": ops})
 
 
 def export_of(n: int, *, rng: np.random.Generator) -> list[dict[str, Any]]:
@@ -97,6 +114,8 @@ class QuietUser:
 
     def __init__(self, client: httpx.AsyncClient, rng: np.random.Generator) -> None:
         self.client, self.rng = client, rng
+        self.user_id = USER_B
+        self.think_s = 0.0  #: reading time between two messages (0: back to back)
         self.sent = 0
         self.degraded = 0  #: answers past the service's own deadline (cached profile only)
 
@@ -104,13 +123,16 @@ class QuietUser:
         """B's inlet times (ms) until `running` is done (or `seconds` pass when None)."""
         times: list[float] = []
         deadline = time.perf_counter() + seconds
+        if self.think_s:  # users arrive spread over one think time, not all at once
+            await asyncio.sleep(self.think_s * float(self.rng.uniform(0.0, 1.0)))
         while (running is None and time.perf_counter() < deadline) or (
             running is not None and not running.done()
         ):
             message = synthetic_messages(self.rng, 1)[0]
             started = time.perf_counter()
             answer = await self.client.post(
-                "/v1/context", json={"chat": _chat(USER_B, "b-chat"), "message": message}
+                "/v1/context",
+                json={"chat": _chat(self.user_id, f"{self.user_id}-chat"), "message": message},
             )
             times.append((time.perf_counter() - started) * 1000.0)
             answer.raise_for_status()
@@ -120,12 +142,14 @@ class QuietUser:
                 await self.client.post(
                     "/v1/turns",
                     json={
-                        "chat": _chat(USER_B, "b-chat"),
-                        "user_message_id": f"b-{self.sent}",
+                        "chat": _chat(self.user_id, f"{self.user_id}-chat"),
+                        "user_message_id": f"{self.user_id}-{self.sent}",
                         "user_message": message,
                         "assistant_message": "Sure.",
                     },
                 )
+            if self.think_s:  # ±50 %, so users do not send in step
+                await asyncio.sleep(self.think_s * float(self.rng.uniform(0.5, 1.5)))
         return times
 
 
@@ -177,8 +201,14 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
             phases.append(row)
             print(f"[{name}] B p50 {row['p50_ms']} ms p95 {row['p95_ms']} ms; A {took}", flush=True)
 
+        if args.b_memories:
+            seeded = await b_client.post(
+                f"/v1/users/{USER_B}/memories/import", json=export_of(args.b_memories, rng=rng)
+            )
+            seeded.raise_for_status()
         await quiet.chat_while(None, 2.0)  # B's own first calls (connections, caches)
         await phase("alone", None)
+        wanted = set(args.phases)
 
         async def do_import() -> Any:
             answer = await a_client.post(
@@ -187,7 +217,8 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
             answer.raise_for_status()
             return answer.json()
 
-        await phase("import", do_import)
+        if "import" in wanted:
+            await phase("import", do_import)
 
         async def do_consolidation() -> Any:
             from service.jobs.app import build_job_app
@@ -213,7 +244,8 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
                 USER_A,
             )
 
-        await phase("consolidation", do_consolidation)
+        if "consolidation" in wanted:
+            await phase("consolidation", do_consolidation)
 
         async def do_forget_all() -> Any:
             chat = _chat(USER_A, "a-chat")
@@ -229,7 +261,8 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
             )
             return done.json()["text"][:80]
 
-        await phase("forget all", do_forget_all)
+        if "forget" in wanted:
+            await phase("forget all", do_forget_all)
 
         async def do_long_messages() -> Any:
             body = ("I keep notes about my garden and my bicycle trips. " * 400)[
@@ -246,7 +279,10 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
                 took.append((time.perf_counter() - started) * 1000.0)
             return {"a_long_message": percentiles(took)}
 
-        await phase("long message", do_long_messages)
+        if "long" in wanted:
+            await phase("long message", do_long_messages)
+
+        huge_answer()  # made before the phase starts (see its docstring)
 
         async def do_huge_answer() -> Any:
             await a_client.post(
@@ -271,12 +307,55 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
                 " WHERE user_message_id = 'a-huge'"
             )
 
-        await phase("huge answer", do_huge_answer)
+        if "huge" in wanted:
+            await phase("huge answer", do_huge_answer)
     alone = phases[0]
     for row in phases:
         row["ratio_p50"] = _ratio(row["p50_ms"], alone["p50_ms"])
         row["ratio_p95"] = _ratio(row["p95_ms"], alone["p95_ms"])
-    return {"phases": phases}
+    crowd = []
+    if "users" in set(args.phases):
+        async with httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=600,
+            limits=httpx.Limits(max_connections=max(args.users) + 8),
+        ) as client:
+            crowd = await crowd_rows(client, rng, args)
+    return {"phases": phases, "users": crowd}
+
+
+async def crowd_rows(
+    client: httpx.AsyncClient, rng: np.random.Generator, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """`n` users chatting at once for each n of `args.users`: their inlets' p50 / p95,
+    and the ratio to the first n's (one user)."""
+    rows: list[dict[str, Any]] = []
+    for n in args.users:
+        users = [
+            QuietUser(client, np.random.default_rng(int(rng.integers(1 << 31)))) for _ in range(n)
+        ]
+        for i, user in enumerate(users):
+            user.user_id = f"crowd-{n}-{i}"
+            user.think_s = args.think_seconds
+        loads = [os.getloadavg()[0]]
+        started = time.perf_counter()
+        per_user = await asyncio.gather(*(u.chat_while(None, args.phase_seconds) for u in users))
+        elapsed = time.perf_counter() - started
+        loads.append(os.getloadavg()[0])
+        times = [t for one in per_user for t in one]
+        row: dict[str, Any] = {"users": n, "think_s": args.think_seconds}
+        row |= percentiles(times)
+        row["inlets_per_s"] = round(len(times) / elapsed, 1)
+        row["past_filter_timeout"] = sum(t > FILTER_TIMEOUT_MS for t in times)
+        row["degraded"] = sum(u.degraded for u in users)
+        row["loadavg_1min"] = round(max(loads), 2)
+        rows.append(row)
+        print(f"[{n} users] p50 {row['p50_ms']} ms p95 {row['p95_ms']} ms", flush=True)
+    for row in rows:
+        row["ratio_p50"] = _ratio(row["p50_ms"], rows[0]["p50_ms"])
+        row["ratio_p95"] = _ratio(row["p95_ms"], rows[0]["p95_ms"])
+    return rows
 
 
 async def _workers_up(url: str) -> bool:
@@ -312,7 +391,7 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             encoder = Encoder(onnx_dir=Path(tmp) / "models")
             # A holds the whole import; its consolidation is a limit run at the cap
             env = {
-                "MEMORY_CAP": str(args.import_items),
+                "MEMORY_CAP": str(max(args.import_items, args.b_memories)),
                 "MEMORY_CONTEXT_DEADLINE_S": "0.5",
                 "MEMORY_BATCH_MESSAGES": "1",  # each turn extracted at once, in either mode
             }
@@ -358,6 +437,9 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "import_items": args.import_items,
         "phase_seconds": args.phase_seconds,
         "seed": args.seed,
+        "b_memories": args.b_memories,
+        "phases_run": list(args.phases),
+        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
         "workers": "a separate worker process (MEMORY_RUN_WORKERS=false)"
         if args.separate_worker
         else "in-process (serve's default)",
@@ -373,7 +455,9 @@ def render_markdown(results: dict[str, Any]) -> str:
         "# Noisy neighbour: user B's inlet while user A does heavy things",
         "",
         f"Finished {meta['finished']} in {meta['runtime_s']:.0f} s; A imports "
-        f"{meta['import_items']:,} memories; workers {meta['workers']}. Times in ms; ratio = "
+        f"{meta['import_items']:,} memories; B holds {meta.get('b_memories', 0):,}; load "
+        f"average at the end {meta.get('loadavg_at_end')} (1/5/15 min, 2 shared cores); "
+        f"workers {meta['workers']}. Times in ms; ratio = "
         "B's figure in the phase / B alone. Goal (issue 26): ≤ 1.5 and 0 past the filter's "
         "0.8 s inlet timeout.",
         "",
@@ -392,6 +476,25 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"| {row['degraded']} | {'–' if row['a_seconds'] is None else row['a_seconds']} "
             f"| {shown[:120]} |"
         )
+    if results.get("users"):
+        lines += [
+            "",
+            "## Users at once (ratio = their figure / one user's)",
+            "",
+            "Each user starts at a random moment within one think time, sends a message "
+            "never seen before, reads for the think time ±50 %, sends the next; every third "
+            "message is also handed over as a turn.",
+            "",
+            "| users | think s | calls | inlets/s | p50 | p95 | ratio p50 | ratio p95 "
+            "| past 0.8 s | degraded | load avg (max) |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in results["users"]:
+            lines.append(
+                f"| {row['users']} | {row['think_s']} | {row['n']} | {row['inlets_per_s']} "
+                f"| {row['p50_ms']} | {row['p95_ms']} | {row['ratio_p50']} | {row['ratio_p95']} "
+                f"| {row['past_filter_timeout']} | {row['degraded']} | {row['loadavg_1min']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -401,6 +504,20 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--phase-seconds", type=float, default=20.0, help="alone / long message")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="longest wait per phase")
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument(
+        "--phases",
+        type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
+        default=["import", "consolidation", "forget", "long", "huge", "users"],
+        help="comma list of import,consolidation,forget,long,huge,users (alone always runs)",
+    )
+    parser.add_argument(
+        "--users",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=[1, 20, 50],
+        help="how many users chat at once in the users phase, the first the reference",
+    )
+    parser.add_argument("--think-seconds", type=float, default=2.0, help="users phase")
+    parser.add_argument("--b-memories", type=int, default=200, help="B's own memories")
     parser.add_argument(
         "--separate-worker",
         action="store_true",

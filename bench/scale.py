@@ -125,11 +125,15 @@ async def _read_load(
     async def one_client(n: int) -> None:
         rng = random.Random(n)
         session = sessions[n % len(sessions)]
+        sent = 0
         while time.monotonic() < stop_at:
             user = rng.randrange(users)
+            sent += 1
             body = {
                 "chat": {"user_id": f"scale-{user}", "chat_id": f"c-{user}", "kind": "saved"},
-                "message": f"what did I say about {rng.choice(TOPICS)}?",
+                # a message never sent before (client, count): its vector is computed as in a
+                # real chat, never taken from the encoder's cache (issue 26)
+                "message": f"what did I say about {rng.choice(TOPICS)}? ({n}-{sent})",
             }
             started = time.perf_counter()
             answer = await session.post("/v1/context", json=body)

@@ -2,7 +2,8 @@
 
 For each owner (a user, or a folder) the run reads the owner's active memories, plans merges
 and pruning (`core.consolidation.plan_owner`), asks the LLM for one summary per cluster, and
-applies everything in ONE transaction with an audit event per change and a record of the
+applies it in transactions of at most CHUNK_SIZE retired memories (a
+summary always with all its sources), with an audit event per change and a record of the
 run. Nothing is written before every LLM answer is in, so an unreachable LLM leaves the
 owner exactly as it was; a cluster whose summary stays invalid after one repair request is
 left as it was while the rest of the plan applies. Rows changed between planning and
@@ -14,6 +15,7 @@ trigger after an extraction (`defer_if_near_cap` → job → `consolidate`), and
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import uuid
@@ -78,6 +80,13 @@ SUMMARIZE_ALL_TASK = "summarize_all"
 CONSOLIDATE_OWNER_TASK = "consolidate_owner"
 ACTOR = "summarizer"
 SUMMARY_MAX_TOKENS = 800
+CHUNK_SIZE = 500
+"""Memories one run clusters together at most, and retires per transaction at most (issue
+26): an owner of 10,000 memories is clustered with 500 × 500 similarity matrices (1 MB)
+instead of one 10,000² (400 MB), and applied in about 20 short transactions instead of one
+that holds the owner's lock and a connection for the whole run. Within a chunk (a cell of
+at most 500 memories, which the 200-memory cap keeps every ordinary owner to) nothing
+changes."""
 """Completion tokens allowed for one summary answer (600 characters are about 200)."""
 
 
@@ -166,6 +175,7 @@ def params_from(settings: Settings) -> ConsolidationParams:
         prune_strategy=PruneStrategy(settings.prune_strategy),
         guard_share=settings.consolidation_guard_share,
         half_life_days=settings.half_life_days,
+        chunk_size=CHUNK_SIZE,
     )
 
 
@@ -270,18 +280,15 @@ async def consolidate(
         if d is None
     ]
     vectors = await rt.encoder.encode([d.content for _, d in ready], bulk=True)
-    async with rt.db.unit_of_work() as session:
-        result = await _apply(
-            rt,
-            session,
-            owner=owner,
-            plan=plan,
-            params=params,
-            ready=[(c, d, vectors[i]) for i, (c, d) in enumerate(ready)],
-            skipped=skipped,
-            started=started,
-        )
-    return result
+    return await _apply(
+        rt,
+        owner=owner,
+        plan=plan,
+        params=params,
+        ready=[(c, d, vectors[i]) for i, (c, d) in enumerate(ready)],
+        skipped=skipped,
+        started=started,
+    )
 
 
 PLANTED_SUMMARY = "the summary reads as an instruction, not a fact"
@@ -338,22 +345,97 @@ async def _ask_for_summary(
         return None, str(exc)
 
 
+Ready = list[tuple[Cluster, SummaryDraft, np.ndarray]]
+"""Clusters whose summary is written: (cluster, the LLM's draft, the draft's vector)."""
+
+
+def chunks_of(
+    ready: Ready, prune: Sequence[Memory], *, size: int
+) -> list[tuple[Ready, list[Memory]]]:
+    """The applied plan cut into transactions that retire at most `size` memories each
+    (a cluster is never split: its summary and its sources commit together), merges first,
+    then pruning."""
+    out: list[tuple[Ready, list[Memory]]] = []
+    batch: Ready = []
+    retired = 0
+    for item in ready:
+        if batch and retired + len(item[0].members) > size:
+            out.append((batch, []))
+            batch, retired = [], 0
+        batch.append(item)
+        retired += len(item[0].members)
+    if batch:
+        out.append((batch, []))
+    nothing_merged: Ready = []
+    out += [(nothing_merged, list(prune[i : i + size])) for i in range(0, len(prune), size)]
+    return out
+
+
 async def _apply(
+    rt: Runtime,
+    *,
+    owner: Owner,
+    plan: OwnerPlan,
+    params: ConsolidationParams,
+    ready: Ready,
+    skipped: list[str],
+    started: datetime,
+) -> OwnerResult:
+    """Write the summaries, archive their sources, prune — all audited, in transactions of
+    at most `params.chunk_size` retired memories each (`chunks_of`), yielding to the loop
+    between two, so an owner of 10,000 memories never holds its lock, a connection or the
+    WAL for the whole run. Each transaction is whole on its own (a summary with all its
+    sources); a run stopped between two leaves the owner consistent, and the next run plans
+    from what is there."""
+    summaries: list[Memory] = []
+    merged = pruned = 0
+    for clusters, prune in chunks_of(ready, plan.prune, size=params.chunk_size):
+        async with rt.db.unit_of_work() as session:
+            written, merged_here, pruned_here = await _apply_chunk(
+                rt,
+                session,
+                owner=owner,
+                plan=plan,
+                params=params,
+                ready=clusters,
+                prune=prune,
+                skipped=skipped,
+            )
+        summaries += written
+        merged += merged_here
+        pruned += pruned_here
+        await asyncio.sleep(0)  # other owners' work runs between two chunks
+    changed = bool(summaries or pruned)
+    result = OwnerResult(
+        owner,
+        plan,
+        Outcome.APPLIED if changed else Outcome.NOTHING,
+        summaries=tuple(summaries),
+        merged=merged,
+        pruned=pruned,
+        skipped=tuple(skipped),
+    )
+    if changed:
+        await _record(rt, result, started=started)
+    return result
+
+
+async def _apply_chunk(
     rt: Runtime,
     session: AsyncSession,
     *,
     owner: Owner,
     plan: OwnerPlan,
     params: ConsolidationParams,
-    ready: list[tuple[Cluster, SummaryDraft, np.ndarray]],
+    ready: Ready,
+    prune: Sequence[Memory],
     skipped: list[str],
-    started: datetime,
-) -> OwnerResult:
-    """Write the summaries, archive their sources, prune — one transaction, all audited."""
+) -> tuple[list[Memory], int, int]:
+    """One transaction of `_apply`: (summaries written, sources merged, memories pruned)."""
     at = datetime.now(UTC)
     scope = policy.owner_scope(owner.kind, owner.id)
     await store.lock_owner(session, owner_kind=owner.kind, owner_id=owner.id)
-    planned = [m for c in plan.clusters for m in c.members] + list(plan.prune)
+    planned = [m for c, _, _ in ready for m in c.members] + list(prune)
     current = await store.current_versions(session, scope=scope, memory_ids=[m.id for m in planned])
 
     def unchanged(m: Memory) -> bool:
@@ -410,7 +492,7 @@ async def _apply(
                 after={"status": Status.ARCHIVED.value, "superseded_by": str(summary.id)},
             )
         summaries.append(summary)
-    prune = [m for m in plan.prune if unchanged(m)]
+    prune = [m for m in prune if unchanged(m)]
     pruned = await store.archive(session, memory_ids=[m.id for m in prune], at=at)
     for memory in prune:
         await audit.record(
@@ -423,19 +505,7 @@ async def _apply(
             before=audit.snapshot(memory),
             after={"status": Status.ARCHIVED.value},
         )
-    changed = bool(summaries or pruned)
-    result = OwnerResult(
-        owner,
-        plan,
-        Outcome.APPLIED if changed else Outcome.NOTHING,
-        summaries=tuple(summaries),
-        merged=merged,
-        pruned=pruned,
-        skipped=tuple(skipped),
-    )
-    if changed:
-        await store.record_run(session, run=_run_record(result, started=started))
-    return result
+    return summaries, merged, pruned
 
 
 def _run_record(result: OwnerResult, *, started: datetime) -> store.RunRecord:

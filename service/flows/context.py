@@ -71,7 +71,7 @@ async def retrieve(
         return []
     # the words the model reads are the ones looked up (vector and full text alike): a
     # 15,000-character message costs what its first 256 word pieces do
-    query = rt.encoder.model_text(query)
+    query = await rt.encoder.read_text(query)
     vector = query_vector if query_vector is not None else await rt.encoder.encode_one(query)
     found = await candidates.gather(
         rt, scope=scope, query=query, query_vector=vector, limit=rt.settings.candidate_limit

@@ -470,7 +470,7 @@ async def _ask(
         rt, messages, refs=refs, allowed=allowed, message_refs=message_refs, owner=chat.user_id
     )
     kept = await _drop_restated_deletes(rt, parsed.operations, refs=refs)
-    kept = await _drop_planted(rt, kept)
+    kept = await _drop_planted(rt, kept, owner=chat.user_id)
     parsed = dataclasses.replace(parsed, operations=kept)
     replies = [t.assistant_message for t in batch if t.assistant_message]
     # the support check's vectors, made before the write transaction opens
@@ -543,17 +543,26 @@ async def _apply_answer(
     return written
 
 
-async def _drop_planted(rt: Runtime, operations: list[Operation]) -> list[Operation]:
+def _stored_texts(contents: list[str]) -> list[str]:
+    """What `_apply` stores of each text (secrets redacted, NFC), with the rule check it
+    asks of each one done too (both cached), so `_apply` finds them ready."""
+    texts = [unicodedata.normalize("NFC", safety.redact_secrets(c)).strip() for c in contents]
+    for text in texts:
+        safety.looks_like_instruction(text)
+    return texts
+
+
+async def _drop_planted(rt: Runtime, operations: list[Operation], *, owner: str) -> list[Operation]:
     """The answer without NEW or UPDATE texts that would act as harmful instructions
     (`flows/planted_check.py`; between the LLM call and the write transaction, so a verdict
     asked of the LLM holds no database resource). The text judged is the one `_apply`
-    stores, so its embedding is the one `_apply` finds in the encoder's cache."""
+    stores, so its embedding is the one `_apply` finds in the encoder's cache. The secret
+    scans of up to 120 texts (about a millisecond per 100 characters each) run on the
+    sender's lane of the worker pool, never on the loop that serves inlets (issue 26)."""
     writes = [op for op in operations if op.op in (OpKind.NEW, OpKind.UPDATE) and op.content]
     if not writes:
         return operations
-    texts = [
-        unicodedata.normalize("NFC", safety.redact_secrets(op.content)).strip() for op in writes
-    ]
+    texts = await offload.in_worker(owner, _stored_texts, [op.content for op in writes])
     verdicts = await planted_check.verdicts(rt, texts)
     dropped = {id(op) for op, v in zip(writes, verdicts, strict=True) if v.refused}
     if dropped:

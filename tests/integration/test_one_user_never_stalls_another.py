@@ -226,6 +226,42 @@ async def test_a_20000_operation_answer_is_parsed_off_the_loop_within_the_caps(
     assert len(answer) > limits.MAX_ANSWER_CHARS  # the large answer's path: no json-repair
 
 
+async def test_the_secret_scans_of_a_huge_answers_operations_run_off_the_loop(
+    runtime: RuntimeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.core import safety
+
+    answer = json.dumps(
+        {"operations": [{"op": "NEW", "content": f"User likes colour {i}"} for i in range(500)]}
+    )
+
+    class LLM:
+        configured = True
+
+        async def complete(self, messages: Any, **_: Any) -> str:
+            return answer
+
+        async def aclose(self) -> None:
+            return None
+
+    rt = runtime()
+    rt.llm = LLM()  # type: ignore[assignment]
+    scanned: list[tuple[str, str]] = []
+    original = safety.redact_secrets
+
+    def spy(text: str, *args: Any, **kwargs: Any) -> str:
+        scanned.append((threading.current_thread().name, text))
+        return original(text, *args, **kwargs)
+
+    monkeypatch.setattr(safety, "redact_secrets", spy)
+    turn = TurnText(user_message="I like many colours", assistant_message=None, history=[])
+    await extraction._ask(rt, chat=CHAT, scope=privacy.write_scope(CHAT), batch=[turn])
+
+    of_operations = [thread for thread, text in scanned if text.startswith("User likes colour")]
+    assert len(of_operations) >= limits.MAX_OPERATIONS
+    assert LOOP_THREAD not in of_operations
+
+
 async def test_an_import_is_guarded_and_deduplicated_off_the_loop(
     runtime: RuntimeFactory,
 ) -> None:
@@ -285,6 +321,48 @@ async def test_an_inlet_query_never_waits_behind_bulk_embedding(encoder: Encoder
 
     assert vector.shape == (encoder.dimension,)
     assert vectors.shape == (200, encoder.dimension)
+
+
+async def test_a_question_never_waits_behind_another_users_long_message(
+    runtime: RuntimeFactory, encoder: Encoder
+) -> None:
+    """User A's 15,000-character message is being embedded and does not finish: user B's
+    inlet (the whole read path) answers meanwhile, and not degraded."""
+    entered, release = threading.Event(), threading.Event()
+    original = encoder._model.embed
+    long = "I keep notes about my garden and my bicycle trips. " * 300
+
+    def embed(texts: Any) -> Any:
+        if any(len(t) > 1_000 for t in texts):
+            entered.set()
+            release.wait(timeout=120)
+        return original(texts)
+
+    # a deadline far away: B's answer is judged on what it waited for, not on the machine
+    rt = runtime(MEMORY_CONTEXT_DEADLINE_S="30")
+    await _seed(rt, user_id="bob", count=5)
+    bob = ChatContext(user_id="bob", kind=ChatKind.SAVED, chat_id="c-bob")
+    encoder._model.embed = embed
+    try:
+        a = asyncio.ensure_future(
+            context.build_context(rt, chat=CHAT, message=long, budget_tokens=None, now=None)
+        )
+        assert await asyncio.to_thread(entered.wait, 60)
+        b = await asyncio.wait_for(
+            context.build_context(
+                rt, chat=bob, message="what do I like to cook?", budget_tokens=None, now=None
+            ),
+            60,
+        )
+        assert not a.done()  # A's message is still being embedded
+        release.set()
+        answered = await a
+    finally:
+        release.set()
+        encoder._model.embed = original
+
+    assert b.status != context.DEGRADED
+    assert answered.status != context.DEGRADED
 
 
 def test_offload_runs_one_step_per_owner_at_a_time() -> None:

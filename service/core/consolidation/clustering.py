@@ -86,6 +86,12 @@ def cluster_entries(entries: Sequence[Entry], *, params: ConsolidationParams) ->
     pass the leftovers are clustered again until a pass finds nothing: the memories left
     unmerged would form no cluster on their own, which makes a second run a no-op.
 
+    A cell of more than `params.chunk_size` memories is clustered in consecutive chunks of
+    that many (in stated order), so the similarity matrix stays chunk² (1 MB at 500) however
+    many memories an owner holds; the leftovers of all chunks are pooled and chunked again on
+    the next pass, so memories of neighbouring chunks still meet. A cell within one chunk is
+    clustered exactly as without chunks.
+
     Args:
         entries: memories with their vectors; all are taken as eligible (see `plan_owner`).
         params: strategy, thresholds and sizes.
@@ -100,8 +106,13 @@ def cluster_entries(entries: Sequence[Entry], *, params: ConsolidationParams) ->
     clusters: list[Cluster] = []
     for cell in cells.values():
         pool = [e for e in cell if e.vector is not None]
+        size = max(params.chunk_size, 2)
         while pool:
-            found = _one_pass(pool, params)
+            found = [
+                c
+                for start in range(0, len(pool), size)
+                for c in _one_pass(pool[start : start + size], params)
+            ]
             if not found:
                 break
             clusters.extend(found)
@@ -127,35 +138,35 @@ def _greedy(
         return []
     vectors = np.stack([np.asarray(e.vector, dtype=np.float32) for e in pool])
     sims = vectors @ vectors.T  # (n, n) cosine: vectors are L2-normalized
-    lengths = [len(e.memory.content) for e in pool]
+    lengths = np.array([len(e.memory.content) for e in pool], dtype=np.int64)
     assigned = np.zeros(n, dtype=bool)
     clusters: list[Cluster] = []
     for seed in range(n):
         if assigned[seed]:
             continue
         seed_tags = set(pool[seed].memory.tags)
+        bonus = (
+            np.array([HYBRID_TAG_BONUS if seed_tags & set(e.memory.tags) else 0.0 for e in pool])
+            if tag_bonus and seed_tags
+            else None
+        )
         members = [seed]
-        chars = lengths[seed]
+        chars = int(lengths[seed])
         while len(members) < params.max_cluster_size:
             total = sims[members].sum(axis=0)  # (n,) Σ cos(v_j, v_m) over members m
             norm = math.sqrt(max(float(sims[np.ix_(members, members)].sum()), 1e-12))
             affinity = total / norm  # cosine of each memory to the members' centroid
-            if tag_bonus and seed_tags:
-                affinity = affinity + np.array(
-                    [HYBRID_TAG_BONUS if seed_tags & set(e.memory.tags) else 0.0 for e in pool]
-                )
-            best, best_affinity = -1, params.cosine_threshold
-            for j in range(n):
-                if assigned[j] or j in members:
-                    continue
-                if chars + _SEPARATOR_CHARS + lengths[j] > params.source_max_chars:
-                    continue
-                if affinity[j] >= best_affinity and (best < 0 or affinity[j] > best_affinity):
-                    best, best_affinity = j, float(affinity[j])
-            if best < 0:
+            if bonus is not None:
+                affinity = affinity + bonus
+            # the first of the closest open memories, if it reaches the threshold
+            open_ = ~assigned & (chars + _SEPARATOR_CHARS + lengths <= params.source_max_chars)
+            open_[members] = False
+            ranked = np.where(open_, affinity, -np.inf)
+            best = int(np.argmax(ranked))
+            if not open_[best] or not ranked[best] >= params.cosine_threshold:
                 break
             members.append(best)
-            chars += _SEPARATOR_CHARS + lengths[best]
+            chars += _SEPARATOR_CHARS + int(lengths[best])
         cluster = _qualify([pool[i] for i in members], sims[np.ix_(members, members)], params)
         if cluster is not None:
             clusters.append(cluster)

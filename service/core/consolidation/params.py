@@ -51,6 +51,9 @@ class ConsolidationParams:
     prune_strategy: PruneStrategy = PruneStrategy.FIFO  #: beyond the cap (seeds/001: fifo)
     guard_share: float = 0.5  #: largest net fall of an owner's active count in one run
     half_life_days: float = 60.0  #: recency half-life for `least_relevant` (DESIGN §6.2)
+    #: memories of one cell clustered together at most (the similarity matrix is chunk²), and
+    #: memories one transaction of the run retires at most (issue 26: bounded chunks)
+    chunk_size: int = 500
 
     @property
     def source_max_chars(self) -> int:
