@@ -75,7 +75,69 @@ def hnsw_ef_search(floor: int, limit: int) -> int:
     return min(max(floor, 2 * limit), HNSW_MAX_EF_SEARCH)
 
 
-async def candidates(  # noqa: C901 -- refactor pending: rpath is changing this search (complexity 14)
+def _statement_params(
+    query_vector: np.ndarray,
+    text: str,
+    limit: int,
+    indexed: IndexedCells,
+    ann: list[Scope],
+    rest: list[Scope],
+    scope: ReadScope,
+) -> dict[str, Any]:
+    """The bind parameters of `_candidates_statement`: the vector, the limit, the exact
+    scan's cells, the full-text query (cut to 2,000 characters) and one triple per cell of
+    each HNSW and full-text branch. `text` is "" when there is no full-text search."""
+    params: dict[str, Any] = {
+        "query_vector": np.asarray(query_vector, dtype=np.float32),
+        "limit": limit,
+        "model": indexed.model,
+    }
+    if rest:
+        params["nearest_cells"] = _cell_tuples(rest)
+    if text:
+        params["fts_text"] = text[:2_000]
+    for prefix, cells in (("ann", ann), ("txt", scope.scopes if text else [])):
+        for i, cell in enumerate(cells):
+            params |= {
+                f"{prefix}{i}_kind": cell.owner_kind.value,
+                f"{prefix}{i}_owner": cell.owner_id,
+                f"{prefix}{i}_bank": cell.bank.value,
+            }
+    return params
+
+
+async def _set_ef_search(session: AsyncSession, ef_search: int) -> None:
+    """Set `hnsw.ef_search` for this transaction, unless the connection started with it.
+
+    Raises:
+        RuntimeError: on an autocommit connection, where the setting would end with its
+            own statement (see `db.Database.reads`).
+    """
+    value = str(ef_search)
+    connection = await session.connection()
+    started_with = connection.info.get("server_settings", {})
+    if started_with.get("hnsw.ef_search") == value:
+        return  # one round trip saved
+    if _autocommit(connection):
+        raise RuntimeError("the HNSW scan needs hnsw.ef_search set in a transaction")
+    await session.execute(select(func.set_config("hnsw.ef_search", value, True)))
+
+
+async def _exact_nearest_rows(
+    session: AsyncSession, cell: Scope, query_vector: np.ndarray, limit: int
+) -> list[Any]:
+    """The `limit` nearest active rows of one cell by an exact scan (its HNSW scan came
+    back short), with their distance."""
+    exact = memory_search.exact_nearest(
+        memory_rows.active_cell(cell), memory_rows.query_vector_param(query_vector), limit
+    ).subquery()
+    statement = select(*memory_rows.RECORD_COLUMNS, exact.c.distance).join_from(
+        exact, memory_rows.TABLE, memory_rows.TABLE.c.seq == exact.c.seq
+    )
+    return list((await session.execute(statement)).all())
+
+
+async def candidates(
     session: AsyncSession,
     *,
     scope: ReadScope,
@@ -116,31 +178,11 @@ async def candidates(  # noqa: C901 -- refactor pending: rpath is changing this 
         len(scope.scopes) if with_text else 0,
         indexed.dimension if ann else 0,
     )
-    params: dict[str, Any] = {
-        "query_vector": np.asarray(query_vector, dtype=np.float32),
-        "limit": limit,
-        "model": indexed.model,
-    }
-    if rest:
-        params["nearest_cells"] = _cell_tuples(rest)
-    if with_text:
-        params["fts_text"] = text[:2_000]
-    for prefix, cells in (("ann", ann), ("txt", scope.scopes if with_text else [])):
-        for i, cell in enumerate(cells):
-            params |= {
-                f"{prefix}{i}_kind": cell.owner_kind.value,
-                f"{prefix}{i}_owner": cell.owner_id,
-                f"{prefix}{i}_bank": cell.bank.value,
-            }
+    params = _statement_params(
+        query_vector, text if with_text else "", limit, indexed, ann, rest, scope
+    )
     if ann:
-        ef_search = str(hnsw_ef_search(indexed.ef_search, limit))
-        connection = await session.connection()
-        started_with = connection.info.get("server_settings", {})
-        if started_with.get("hnsw.ef_search") != ef_search:  # else one round trip saved
-            if _autocommit(connection):
-                # the setting would end with its own statement (see db.Database.reads)
-                raise RuntimeError("the HNSW scan needs hnsw.ef_search set in a transaction")
-            await session.execute(select(func.set_config("hnsw.ef_search", ef_search, True)))
+        await _set_ef_search(session, hnsw_ef_search(indexed.ef_search, limit))
     rows = (await session.execute(_candidates_statement(shape), params)).all()
 
     by_branch: dict[int, list[Any]] = {branch: [] for branch in range(len(ann) + 1)}
@@ -154,18 +196,7 @@ async def candidates(  # noqa: C901 -- refactor pending: rpath is changing this 
     for branch, cell in enumerate(ann, start=1):
         if len(by_branch[branch]) < limit:
             fallbacks += 1
-            exact = memory_search.exact_nearest(
-                memory_rows.active_cell(cell), memory_rows.query_vector_param(query_vector), limit
-            ).subquery()
-            by_branch[branch] = list(
-                (
-                    await session.execute(
-                        select(*memory_rows.RECORD_COLUMNS, exact.c.distance).join_from(
-                            exact, memory_rows.TABLE, memory_rows.TABLE.c.seq == exact.c.seq
-                        )
-                    )
-                ).all()
-            )
+            by_branch[branch] = await _exact_nearest_rows(session, cell, query_vector, limit)
     nearest = sorted(
         (row for part in by_branch.values() for row in part),
         key=lambda row: (row.distance, row.seq),
