@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -167,8 +168,128 @@ async def _until(check: Callable[[], Awaitable[bool]], *, timeout_s: float) -> N
         await asyncio.sleep(0.2)
 
 
-async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Namespace) -> Any:  # noqa: C901 -- refactor pending: neighbour is changing this bench (complexity 14)
-    """Every phase; returns {"phases": [...]} rows."""
+@dataclass
+class _UserA:
+    """User A's heavy operations, each returning a short detail for the phase row."""
+
+    client: httpx.AsyncClient
+    conn: Any  # psycopg.AsyncConnection, autocommit
+    db_url: str
+    args: argparse.Namespace
+    rng: np.random.Generator
+
+    async def scalar(self, sql: str, *params: Any) -> Any:
+        row = await (await self.conn.execute(sql, params)).fetchone()
+        return row[0] if row else None
+
+    async def import_memories(self) -> Any:
+        answer = await self.client.post(
+            f"/v1/users/{USER_A}/memories/import",
+            json=export_of(self.args.import_items, rng=self.rng),
+        )
+        answer.raise_for_status()
+        return answer.json()
+
+    async def consolidate(self) -> Any:
+        from service.jobs.app import build_job_app
+        from service.storage.db import libpq_url
+
+        jobs = build_job_app(libpq_url(self.db_url))
+        async with jobs.open_async():
+            await jobs.configure_task("consolidate_owner", queue="consolidation").defer_async(
+                owner_kind="user", owner_id=USER_A
+            )
+
+        async def done() -> bool:
+            left: int = await self.scalar(
+                "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'consolidate_owner'"
+                " AND status IN ('todo', 'doing')"
+            )
+            return left == 0
+
+        await _until(done, timeout_s=self.args.timeout_s)
+        return await self.scalar(
+            "SELECT outcome || ' ' || merged || ' merged, ' || pruned || ' pruned' FROM"
+            " consolidation_runs WHERE owner_id = %s ORDER BY finished_at DESC LIMIT 1",
+            USER_A,
+        )
+
+    async def forget_all(self) -> Any:
+        chat = _chat(USER_A, "a-chat")
+        ask = await self.client.post(
+            "/v1/commands", json={"chat": chat, "command": "/memory forget all"}
+        )
+        code = re.search(r"/memory forget all ([0-9a-f]{6})", ask.json()["text"])
+        if code is None:
+            return ask.json()["text"][:80]
+        done = await self.client.post(
+            "/v1/commands",
+            json={"chat": chat, "command": f"/memory forget all {code.group(1)}"},
+        )
+        return done.json()["text"][:80]
+
+    async def long_messages(self) -> Any:
+        body = ("I keep notes about my garden and my bicycle trips. " * 400)[:LONG_MESSAGE_CHARS]
+        took: list[float] = []
+        deadline = time.perf_counter() + self.args.phase_seconds
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            await self.client.post(
+                "/v1/context",
+                json={"chat": _chat(USER_A, "a-chat"), "message": f"{len(took)} {body}"},
+            )
+            took.append((time.perf_counter() - started) * 1000.0)
+        return {"a_long_message": percentiles(took)}
+
+    async def huge_answer(self) -> Any:
+        await self.client.post(
+            "/v1/turns",
+            json={
+                "chat": _chat(USER_A, "a-chat"),
+                "user_message_id": "a-huge",
+                "user_message": f"{HUGE_MARKER}: my favourite colours, all of them",
+                "assistant_message": "Noted.",
+            },
+        )
+
+        async def extracted() -> bool:
+            status = await self.scalar(
+                "SELECT status FROM turns WHERE user_message_id = 'a-huge' LIMIT 1"
+            )
+            return status in ("done", "failed")
+
+        await _until(extracted, timeout_s=self.args.timeout_s)
+        return await self.scalar(
+            "SELECT status || ', ' || coalesce(memories_written, 0) || ' written' FROM turns"
+            " WHERE user_message_id = 'a-huge'"
+        )
+
+
+async def _phase(
+    quiet: QuietUser,
+    name: str,
+    operation: Callable[[], Awaitable[Any]] | None,
+    seconds: float,
+) -> dict[str, Any]:
+    """B chats while A runs `operation` (or, with None, for `seconds` alone): B's row."""
+    degraded_before = quiet.degraded
+    if operation is None:
+        times = await quiet.chat_while(None, seconds)
+        took, detail = None, None
+    else:
+        task = asyncio.ensure_future(_timed(operation))
+        times = await quiet.chat_while(task, 0)
+        detail, took = await task
+    row = {"phase": name, "a_seconds": None if took is None else round(took, 2)}
+    row |= {"detail": detail} | percentiles(times)
+    row["past_filter_timeout"] = sum(t > FILTER_TIMEOUT_MS for t in times)
+    row["degraded"] = quiet.degraded - degraded_before
+    print(f"[{name}] B p50 {row['p50_ms']} ms p95 {row['p95_ms']} ms; A {took}", flush=True)
+    return row
+
+
+async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Namespace) -> Any:
+    """Every phase; returns {"phases": [...], "users": [...]} rows."""
     import psycopg
 
     rng = np.random.default_rng(args.seed)
@@ -180,135 +301,26 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
         await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn,
     ):
         quiet = QuietUser(b_client, rng)
-
-        async def scalar(sql: str, *params: Any) -> Any:
-            row = await (await conn.execute(sql, params)).fetchone()
-            return row[0] if row else None
-
-        async def phase(name: str, operation: Callable[[], Awaitable[Any]] | None) -> None:
-            degraded_before = quiet.degraded
-            if operation is None:
-                times = await quiet.chat_while(None, args.phase_seconds)
-                took, detail = None, None
-            else:
-                task = asyncio.ensure_future(_timed(operation))
-                times = await quiet.chat_while(task, 0)
-                detail, took = await task
-            row = {"phase": name, "a_seconds": None if took is None else round(took, 2)}
-            row |= {"detail": detail} | percentiles(times)
-            row["past_filter_timeout"] = sum(t > FILTER_TIMEOUT_MS for t in times)
-            row["degraded"] = quiet.degraded - degraded_before
-            phases.append(row)
-            print(f"[{name}] B p50 {row['p50_ms']} ms p95 {row['p95_ms']} ms; A {took}", flush=True)
-
+        user_a = _UserA(a_client, conn, db_url, args, rng)
         if args.b_memories:
             seeded = await b_client.post(
                 f"/v1/users/{USER_B}/memories/import", json=export_of(args.b_memories, rng=rng)
             )
             seeded.raise_for_status()
         await quiet.chat_while(None, 2.0)  # B's own first calls (connections, caches)
-        await phase("alone", None)
-        wanted = set(args.phases)
-
-        async def do_import() -> Any:
-            answer = await a_client.post(
-                f"/v1/users/{USER_A}/memories/import", json=export_of(args.import_items, rng=rng)
-            )
-            answer.raise_for_status()
-            return answer.json()
-
-        if "import" in wanted:
-            await phase("import", do_import)
-
-        async def do_consolidation() -> Any:
-            from service.jobs.app import build_job_app
-            from service.storage.db import libpq_url
-
-            jobs = build_job_app(libpq_url(db_url))
-            async with jobs.open_async():
-                await jobs.configure_task("consolidate_owner", queue="consolidation").defer_async(
-                    owner_kind="user", owner_id=USER_A
-                )
-
-            async def done() -> bool:
-                left: int = await scalar(
-                    "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'consolidate_owner'"
-                    " AND status IN ('todo', 'doing')"
-                )
-                return left == 0
-
-            await _until(done, timeout_s=args.timeout_s)
-            return await scalar(
-                "SELECT outcome || ' ' || merged || ' merged, ' || pruned || ' pruned' FROM"
-                " consolidation_runs WHERE owner_id = %s ORDER BY finished_at DESC LIMIT 1",
-                USER_A,
-            )
-
-        if "consolidation" in wanted:
-            await phase("consolidation", do_consolidation)
-
-        async def do_forget_all() -> Any:
-            chat = _chat(USER_A, "a-chat")
-            ask = await a_client.post(
-                "/v1/commands", json={"chat": chat, "command": "/memory forget all"}
-            )
-            code = re.search(r"/memory forget all ([0-9a-f]{6})", ask.json()["text"])
-            if code is None:
-                return ask.json()["text"][:80]
-            done = await a_client.post(
-                "/v1/commands",
-                json={"chat": chat, "command": f"/memory forget all {code.group(1)}"},
-            )
-            return done.json()["text"][:80]
-
-        if "forget" in wanted:
-            await phase("forget all", do_forget_all)
-
-        async def do_long_messages() -> Any:
-            body = ("I keep notes about my garden and my bicycle trips. " * 400)[
-                :LONG_MESSAGE_CHARS
-            ]
-            took: list[float] = []
-            deadline = time.perf_counter() + args.phase_seconds
-            while time.perf_counter() < deadline:
-                started = time.perf_counter()
-                await a_client.post(
-                    "/v1/context",
-                    json={"chat": _chat(USER_A, "a-chat"), "message": f"{len(took)} {body}"},
-                )
-                took.append((time.perf_counter() - started) * 1000.0)
-            return {"a_long_message": percentiles(took)}
-
-        if "long" in wanted:
-            await phase("long message", do_long_messages)
-
-        huge_answer()  # made before the phase starts (see its docstring)
-
-        async def do_huge_answer() -> Any:
-            await a_client.post(
-                "/v1/turns",
-                json={
-                    "chat": _chat(USER_A, "a-chat"),
-                    "user_message_id": "a-huge",
-                    "user_message": f"{HUGE_MARKER}: my favourite colours, all of them",
-                    "assistant_message": "Noted.",
-                },
-            )
-
-            async def extracted() -> bool:
-                status = await scalar(
-                    "SELECT status FROM turns WHERE user_message_id = 'a-huge' LIMIT 1"
-                )
-                return status in ("done", "failed")
-
-            await _until(extracted, timeout_s=args.timeout_s)
-            return await scalar(
-                "SELECT status || ', ' || coalesce(memories_written, 0) || ' written' FROM turns"
-                " WHERE user_message_id = 'a-huge'"
-            )
-
-        if "huge" in wanted:
-            await phase("huge answer", do_huge_answer)
+        phases.append(await _phase(quiet, "alone", None, args.phase_seconds))
+        operations = (
+            ("import", "import", user_a.import_memories),
+            ("consolidation", "consolidation", user_a.consolidate),
+            ("forget", "forget all", user_a.forget_all),
+            ("long", "long message", user_a.long_messages),
+            ("huge", "huge answer", user_a.huge_answer),
+        )
+        for key, name, operation in operations:
+            if key == "huge":
+                huge_answer()  # made before the phase starts (see its docstring)
+            if key in args.phases:
+                phases.append(await _phase(quiet, name, operation, args.phase_seconds))
     alone = phases[0]
     for row in phases:
         row["ratio_p50"] = _ratio(row["p50_ms"], alone["p50_ms"])
