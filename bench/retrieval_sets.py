@@ -58,6 +58,7 @@ Results: `bench/results/retrieval_sets/<set>.json` and `bench/results/retrieval_
 
 from __future__ import annotations
 
+import abc
 import argparse
 import asyncio
 import contextlib
@@ -422,14 +423,14 @@ def line_costs(pool: Pool) -> list[int]:
     ]
 
 
-class Ranker:
+class Ranker(abc.ABC):
     """A retriever under evaluation: `rank` is required, `block` defaults to a budget fill."""
 
     name = "ranker"
 
+    @abc.abstractmethod
     async def rank(self, dataset: RetrievalSet, pool: Pool, question: Question) -> list[int]:
         """Memory indices of `pool`, best first (at most `TOP_K`)."""
-        raise NotImplementedError
 
     async def block(
         self,
