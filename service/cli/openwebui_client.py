@@ -228,6 +228,33 @@ def _detail(response: httpx.Response) -> str:
     return response.reason_phrase or "no detail"
 
 
+def set_service_valves(
+    owui: OpenWebUI,
+    *,
+    stored: dict[str, Any],
+    update_path: str,
+    service_url: str,
+    api_key: str,
+) -> str:
+    """Point a function's or a Tool's admin valves at the memory service.
+
+    Open WebUI stores exactly the valves sent, so the other stored valves are sent back
+    unchanged; nothing is sent when both already match.
+
+    Args:
+        stored: the valves stored now (`OpenWebUI.valves` or `tool_valves`).
+        update_path: the `…/valves/update` route of that function or Tool.
+
+    Returns:
+        "valves unchanged" or "valves set (service_url, api_key)".
+    """
+    wanted = {**stored, "service_url": service_url, "api_key": api_key}
+    if wanted == stored:
+        return "valves unchanged"
+    owui.call("POST", update_path, json=wanted)
+    return "valves set (service_url, api_key)"
+
+
 def model_form(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     """The update form for a model row with a new `meta` (is_active is left as it is)."""
     return {

@@ -23,7 +23,13 @@ from service.cli.openwebui_checks import (
     native_memory_line,
     probe_model,
 )
-from service.cli.openwebui_client import OpenWebUI, OpenWebUIError, add_to_model_meta, model_form
+from service.cli.openwebui_client import (
+    OpenWebUI,
+    OpenWebUIError,
+    add_to_model_meta,
+    model_form,
+    set_service_valves,
+)
 from service.cli.openwebui_sources import (
     ACTION_ID,
     EVENTS_ID,
@@ -272,13 +278,13 @@ def _set_flag(owui: OpenWebUI, function_id: str, flag: str, wanted: bool) -> str
 
 
 def _set_valves(owui: OpenWebUI, function_id: str, *, service_url: str, api_key: str) -> str:
-    stored = owui.valves(function_id)
-    # Open WebUI stores exactly the valves sent, so the others are sent back unchanged.
-    wanted = {**stored, "service_url": service_url, "api_key": api_key}
-    if wanted == stored:
-        return "valves unchanged"
-    owui.call("POST", f"/api/v1/functions/id/{function_id}/valves/update", json=wanted)
-    return "valves set (service_url, api_key)"
+    return set_service_valves(
+        owui,
+        stored=owui.valves(function_id),
+        update_path=f"/api/v1/functions/id/{function_id}/valves/update",
+        service_url=service_url,
+        api_key=api_key,
+    )
 
 
 def _attach_filter(

@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.cli.openwebui_client import OpenWebUI, OpenWebUIError, add_to_model_meta, model_form
+from service.cli.openwebui_client import (
+    OpenWebUI,
+    OpenWebUIError,
+    add_to_model_meta,
+    model_form,
+    set_service_valves,
+)
 from service.cli.openwebui_sources import TOOLS_ID, FunctionSource
 
 __all__ = ["install_tools", "offered_to", "tools_status", "uninstall_tools"]
@@ -133,12 +139,13 @@ def _everyone_reads(owui: OpenWebUI) -> str:
 
 
 def _set_valves(owui: OpenWebUI, *, service_url: str, api_key: str) -> str:
-    stored = owui.tool_valves(TOOLS_ID)
-    wanted = {**stored, "service_url": service_url, "api_key": api_key}
-    if wanted == stored:
-        return "valves unchanged"
-    owui.call("POST", f"/api/v1/tools/id/{TOOLS_ID}/valves/update", json=wanted)
-    return "valves set (service_url, api_key)"
+    return set_service_valves(
+        owui,
+        stored=owui.tool_valves(TOOLS_ID),
+        update_path=f"/api/v1/tools/id/{TOOLS_ID}/valves/update",
+        service_url=service_url,
+        api_key=api_key,
+    )
 
 
 def _offer(
