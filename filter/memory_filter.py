@@ -712,9 +712,7 @@ async def _hand_over_turn(
     if not user_valves.enabled:
         return
     turn = _finished_turn(
-        body.get("messages"),
-        reply_id=body.get("id"),
-        fallback_timestamp=_dict_of(metadata.get("user_message")).get("timestamp"),
+        body.get("messages"), reply_id=body.get("id"), sent=_dict_of(metadata.get("user_message"))
     )
     if turn is None or _is_command_or_typo(str(turn.get("user_message", ""))):
         return
@@ -779,9 +777,17 @@ def _notice_in(answer: Any) -> str | None:
 
 
 def _finished_turn(
-    messages: Any, *, reply_id: Any, fallback_timestamp: Any = None
+    messages: Any, *, reply_id: Any, sent: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
-    """Pick the new reply and its user message; None when there is no user text to hand over."""
+    """Pick the new reply and its user message; None when there is no user text to hand over.
+
+    `sent` is the user message as the client sent it (`__metadata__["user_message"]`): its
+    `timestamp` is when the user wrote it, while the stored copy in `messages` carries the
+    moment Open WebUI saved it (`Chats.insert_chat_turn` overwrites a new message's
+    timestamp with the server's clock) — the same in live use, days apart when old chats are
+    replayed or imported. So `occurred_at` is the sent one's time when it is the same message
+    (or the stored one has no id: unsaved chats), else the stored one's.
+    """
     if not isinstance(messages, list):
         return None
     items = [m if isinstance(m, dict) else {} for m in messages]
@@ -823,7 +829,10 @@ def _finished_turn(
         reply_text = _assistant_text(items[reply_index].get("content"))
         if reply_text.strip():
             turn["assistant_message"] = _shortened(reply_text)
-    occurred_at = _iso_time(user_message.get("timestamp")) or _iso_time(fallback_timestamp)
+    sent = sent or {}
+    same = sent.get("id") == message_id or not message_id
+    stamps = (sent.get("timestamp"), user_message.get("timestamp"))
+    occurred_at = _first_time(stamps if same else stamps[::-1])
     if occurred_at is not None:
         turn["occurred_at"] = occurred_at
     # The message before it in the branch: a later turn with the same parent is an edit of
@@ -1511,6 +1520,11 @@ def _iso_time(value: Any) -> str | None:
     except (OverflowError, OSError, ValueError):
         return None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _first_time(values: tuple[Any, ...]) -> str | None:
+    """The first of `values` that `_iso_time` can read, as its ISO time; None when none can."""
+    return next((t for t in map(_iso_time, values) if t is not None), None)
 
 
 def _folder_id_of(value: Any) -> str | None:
