@@ -78,6 +78,11 @@ COMMAND_TYPO = (
 _HISTORY_MESSAGES = 6
 _MAX_FOLDER_DEPTH = 64
 _EPOCH_MS_THRESHOLD = 1e12
+# A message time outside these bounds is a broken clock: the service would date the memory by
+# the turn's arrival anyway (service/core/message_time.py), and one beyond ten years ahead
+# would get the whole turn refused (422), so the filter passes the next stamp on instead.
+_EARLIEST_MESSAGE = datetime(2000, 1, 1, tzinfo=UTC)
+_MESSAGE_AHEAD_S = 86_400
 # Reasoning and tool-call blocks that Open WebUI keeps inside an assistant's content.
 _DETAILS_BLOCK = re.compile(r"<details\b[^>]*>.*?</details>", re.DOTALL | re.IGNORECASE)
 
@@ -1523,8 +1528,18 @@ def _iso_time(value: Any) -> str | None:
 
 
 def _first_time(values: tuple[Any, ...]) -> str | None:
-    """The first of `values` that `_iso_time` can read, as its ISO time; None when none can."""
-    return next((t for t in map(_iso_time, values) if t is not None), None)
+    """The first of `values` (epoch seconds or milliseconds) that is a believable message
+    time — readable, not before 2000, not more than a day ahead of this server's clock — as
+    its ISO time; None when none is."""
+    latest = datetime.now(UTC).timestamp() + _MESSAGE_AHEAD_S
+    for value in values:
+        moment = _iso_time(value)
+        if moment is None:
+            continue
+        at = datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        if _EARLIEST_MESSAGE <= at and at.timestamp() <= latest:
+            return moment
+    return None
 
 
 def _folder_id_of(value: Any) -> str | None:
