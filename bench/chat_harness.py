@@ -97,13 +97,18 @@ class HookCall:
 class SavedChat:
     """One saved chat of one user: a uuid chat id and the DB branch of its messages.
 
-    Message timestamps are epoch seconds, as Open WebUI stores them.
+    Message timestamps are epoch seconds, as Open WebUI stores them. The client stamps a
+    user message with `timestamp_s` (`__metadata__["user_message"]`); Open WebUI 0.12.4
+    stores a new message of a saved chat with its own clock instead (`Chats.insert_chat_turn`),
+    which `stored_at_s` stands for: set it to replay an old chat as Open WebUI saves it today.
     """
 
     user: dict[str, Any]  #: the `__user__` dict of the chat's owner (who also sends)
     timestamp_s: int  #: epoch seconds given to every message of the chat
     chat_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     messages: list[dict[str, Any]] = field(default_factory=list)  #: the DB branch, oldest first
+    #: epoch seconds the stored copies of new messages carry; None = `timestamp_s`
+    stored_at_s: int | None = None
 
     def add_assistant_opening(self, text: str) -> None:
         """Start the chat with an assistant message (e.g. the other speaker opening a session)."""
@@ -181,16 +186,12 @@ class SavedChat:
         self, *, user_message_id: str, text: str, assistant_id: str, reply: str
     ) -> dict[str, Any]:
         """Store the user message and the reply in the branch; return the outlet body (§3)."""
+        stored = self.timestamp_s if self.stored_at_s is None else self.stored_at_s
         self.messages.append(
-            {"id": user_message_id, "role": "user", "content": text, "timestamp": self.timestamp_s}
+            {"id": user_message_id, "role": "user", "content": text, "timestamp": stored}
         )
         self.messages.append(
-            {
-                "id": assistant_id,
-                "role": "assistant",
-                "content": reply,
-                "timestamp": self.timestamp_s,
-            }
+            {"id": assistant_id, "role": "assistant", "content": reply, "timestamp": stored}
         )
         return {
             "model": MODEL_ID,

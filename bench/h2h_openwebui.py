@@ -88,25 +88,25 @@ from bench.locomo import (
     load_qa,
 )
 from service.core.tokens import estimate_tokens
-from tests.e2e.conftest import (
-    ADMIN_EMAIL,
-    ADMIN_PASSWORD,
-    OPEN_WEBUI_START_TIMEOUT_S,
-    SERVICE_START_TIMEOUT_S,
-    USER_PASSWORD,
-    Stack,
-    _open_webui_env,
-    _service_env,
-    _sign_in,
-    add_user,
-)
-from tests.e2e.harness import (
+from testkit.openwebui import (
     OPEN_WEBUI_BIN,
     ManagedProcess,
     OpenWebUIClient,
     Thread,
     free_port,
     system_text,
+)
+from testkit.openwebui_stack import (
+    ADMIN_EMAIL,
+    ADMIN_PASSWORD,
+    OPEN_WEBUI_START_TIMEOUT_S,
+    SERVICE_START_TIMEOUT_S,
+    USER_PASSWORD,
+    Stack,
+    add_user,
+    open_webui_env,
+    service_env,
+    sign_in,
 )
 
 #: most tokens of a replayed turn's reply (it is replaced by the LoCoMo line afterwards)
@@ -223,7 +223,7 @@ def start_instance(
         if adopted:
             _progress(f"{arm}: reusing the Open WebUI already serving {base_url}")
         if arm == "ours" and not adopted:
-            env = _service_env(
+            env = service_env(
                 arm_dir / "service-state", int(ports["service"]), ports["service_key"], upstream
             )
             # batching as shipped (5 messages, or 300 s of quiet): what an admin gets
@@ -244,7 +244,7 @@ def start_instance(
                     log_path=arm_dir / "service.log",
                 )
             )
-        env = _open_webui_env(data_dir, relay.base_url)
+        env = open_webui_env(data_dir, relay.base_url)
         env.update(
             {
                 "DEFAULT_MODELS": model,
@@ -267,7 +267,7 @@ def start_instance(
             if arm == "ours":
                 processes[0].wait_http(f"{service_url}/readyz", timeout_s=SERVICE_START_TIMEOUT_S)
             processes[-1].wait_http(f"{base_url}/health", timeout_s=OPEN_WEBUI_START_TIMEOUT_S)
-        admin_account = _sign_in(base_url, ADMIN_EMAIL, ADMIN_PASSWORD)
+        admin_account = sign_in(base_url, ADMIN_EMAIL, ADMIN_PASSWORD)
         admin = OpenWebUIClient(base_url, admin_account)
         admin.http.timeout = httpx.Timeout(CALL_TIMEOUT_S)
         email = f"{speaker.lower()}@example.com"
@@ -311,7 +311,7 @@ def start_instance(
                 stack.be_patient_with_the_service()
                 installer = done.stdout
             journal.add(setup_key, user_id=account.id, installer=installer[-2000:])
-        user_account = _sign_in(base_url, email, USER_PASSWORD)
+        user_account = sign_in(base_url, email, USER_PASSWORD)
         user = OpenWebUIClient(base_url, user_account)
         user.http.timeout = httpx.Timeout(CALL_TIMEOUT_S)
         service: httpx.Client | None = None

@@ -78,6 +78,11 @@ COMMAND_TYPO = (
 _HISTORY_MESSAGES = 6
 _MAX_FOLDER_DEPTH = 64
 _EPOCH_MS_THRESHOLD = 1e12
+# A message time outside these bounds is a broken clock: the service would date the memory by
+# the turn's arrival anyway (service/core/message_time.py), and one beyond ten years ahead
+# would get the whole turn refused (422), so the filter passes the next stamp on instead.
+_EARLIEST_MESSAGE = datetime(2000, 1, 1, tzinfo=UTC)
+_MESSAGE_AHEAD_S = 86_400
 # Reasoning and tool-call blocks that Open WebUI keeps inside an assistant's content.
 _DETAILS_BLOCK = re.compile(r"<details\b[^>]*>.*?</details>", re.DOTALL | re.IGNORECASE)
 
@@ -712,9 +717,7 @@ async def _hand_over_turn(
     if not user_valves.enabled:
         return
     turn = _finished_turn(
-        body.get("messages"),
-        reply_id=body.get("id"),
-        fallback_timestamp=_dict_of(metadata.get("user_message")).get("timestamp"),
+        body.get("messages"), reply_id=body.get("id"), sent=_dict_of(metadata.get("user_message"))
     )
     if turn is None or _is_command_or_typo(str(turn.get("user_message", ""))):
         return
@@ -779,9 +782,17 @@ def _notice_in(answer: Any) -> str | None:
 
 
 def _finished_turn(
-    messages: Any, *, reply_id: Any, fallback_timestamp: Any = None
+    messages: Any, *, reply_id: Any, sent: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
-    """Pick the new reply and its user message; None when there is no user text to hand over."""
+    """Pick the new reply and its user message; None when there is no user text to hand over.
+
+    `sent` is the user message as the client sent it (`__metadata__["user_message"]`): its
+    `timestamp` is when the user wrote it, while the stored copy in `messages` carries the
+    moment Open WebUI saved it (`Chats.insert_chat_turn` overwrites a new message's
+    timestamp with the server's clock) — the same in live use, days apart when old chats are
+    replayed or imported. So `occurred_at` is the sent one's time when it is the same message
+    (or the stored one has no id: unsaved chats), else the stored one's.
+    """
     if not isinstance(messages, list):
         return None
     items = [m if isinstance(m, dict) else {} for m in messages]
@@ -823,7 +834,10 @@ def _finished_turn(
         reply_text = _assistant_text(items[reply_index].get("content"))
         if reply_text.strip():
             turn["assistant_message"] = _shortened(reply_text)
-    occurred_at = _iso_time(user_message.get("timestamp")) or _iso_time(fallback_timestamp)
+    sent = sent or {}
+    same = sent.get("id") == message_id or not message_id
+    stamps = (sent.get("timestamp"), user_message.get("timestamp"))
+    occurred_at = _first_time(stamps if same else stamps[::-1])
     if occurred_at is not None:
         turn["occurred_at"] = occurred_at
     # The message before it in the branch: a later turn with the same parent is an edit of
@@ -1511,6 +1525,21 @@ def _iso_time(value: Any) -> str | None:
     except (OverflowError, OSError, ValueError):
         return None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _first_time(values: tuple[Any, ...]) -> str | None:
+    """The first of `values` (epoch seconds or milliseconds) that is a believable message
+    time — readable, not before 2000, not more than a day ahead of this server's clock — as
+    its ISO time; None when none is."""
+    latest = datetime.now(UTC).timestamp() + _MESSAGE_AHEAD_S
+    for value in values:
+        moment = _iso_time(value)
+        if moment is None:
+            continue
+        at = datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        if _EARLIEST_MESSAGE <= at and at.timestamp() <= latest:
+            return moment
+    return None
 
 
 def _folder_id_of(value: Any) -> str | None:

@@ -1,6 +1,6 @@
 """A real llama.cpp server with a registry model, and a recording proxy in front of it.
 
-`LocalLLMServer` assembles a model of `service.llm.local_models` (verified by SHA-256) and
+`LocalLLMServer` assembles a model of `service.cli.local_models` (verified by SHA-256) and
 runs llama-cpp-python's OpenAI-compatible server on a free port of 127.0.0.1 until stopped.
 `forwarding(server)` is an `LLMStub` responder that sends each request on to that server and
 returns its answer, so a test sees every request and answer (and may alter one: `tamper`)
@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from service.llm import local_models
+from service.cli import local_models
 from testkit.llm_stub import StubReply
 
 #: Seconds a started server may take to load its model and answer `/v1/models`

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import typer
 
+from service.cli import local_models
 from service.cli.failures import fail
+from service.cli.local_models import LocalModelError
 from service.config import Settings
 from service.errors import MemoryServiceError
-from service.llm import local_models
-from service.llm.local_models import LocalModelError
 
 #: What to install when the server is missing (it compiles llama.cpp from source).
 SERVER_PACKAGE = "llama-cpp-python[server]==0.3.36"

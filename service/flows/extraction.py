@@ -227,6 +227,9 @@ def _claim_s(rt: Runtime) -> float:
 
 
 def _turn_time(turn: Turn) -> datetime | None:
+    """The date of the turn's memories (`flows.turns.accept_turn` stores it: the message's
+    own time, or when the turn arrived); None only for a turn an older release accepted
+    without one, which is then dated when it is extracted."""
     occurred = turn.payload.get("occurred_at")
     return datetime.fromisoformat(occurred) if occurred else None
 

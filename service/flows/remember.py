@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.core import banks, dedup, identity, privacy
+from service.core import banks, dedup, identity, message_time, privacy
 from service.core import remember as policy
 from service.core.extraction import OpKind, build_messages, parse_operations
 from service.core.records import (
@@ -99,7 +99,8 @@ async def remember(
         role: who wrote it; `author_id` the Open WebUI user whose message or turn it is
             (None when unknown).
         context: earlier (role, text) pairs, oldest first (only the LLM reads them).
-        occurred_at: when the message was written (the memories' date); None = now.
+        occurred_at: when the message was written: the memories' date when believable, else
+            now (`core.message_time.stated_at`).
     """
     if chat.kind in _NO_MEMORY_KINDS or not chat.user_id:
         return RememberResult(Outcome.NOT_ALLOWED, policy.NO_CHAT)
@@ -138,7 +139,7 @@ async def remember(
             role=role,
             content=content,
             context=context,
-            at=occurred_at or started,
+            at=message_time.stated_at(occurred_at, arrived=started),
         )
     finally:
         async with rt.db.unit_of_work() as session:

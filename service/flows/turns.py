@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
-from service.core import batching, commands, privacy, safety
+from service.core import batching, commands, message_time, privacy, safety
 from service.core.records import ChatContext, ChatKind
 from service.errors import QueueUnavailable
 from service.flows.runtime import JobQueueError, Runtime
@@ -82,6 +82,10 @@ async def accept_turn(
 ) -> tuple[str, str]:
     """Store the turn and queue its extraction; answers before any extraction work.
 
+    The turn is stored with the time its memories are dated by: `occurred_at` (when the user
+    wrote the message) when believable, else now, when the service received it
+    (`core.message_time.stated_at`) — never the later moment extraction gets to it.
+
     Returns:
         (status, detail): "queued", "duplicate" (this chat and message — by id or by message
         hash — were seen before) or "skipped" (this chat may not write memories).
@@ -106,7 +110,7 @@ async def accept_turn(
     }
     payload = {
         "chat": chat_to_json(chat),
-        "occurred_at": occurred_at.isoformat() if occurred_at else None,
+        "occurred_at": message_time.stated_at(occurred_at, arrived=datetime.now(UTC)).isoformat(),
         "texts": texts,
         "parent": parent_message_id,
     }

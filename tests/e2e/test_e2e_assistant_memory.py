@@ -17,8 +17,9 @@ import pytest
 
 from testkit.extraction_replies import by_message, new_op
 from testkit.llm_stub import MODEL_ID
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import system_text, wait_until
+from testkit.openwebui import system_text
+from testkit.openwebui_stack import Stack
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

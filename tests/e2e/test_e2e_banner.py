@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.conftest import INSTALLER_TIMEOUT_S, Stack
-from tests.e2e.harness import ARTIFACTS, REPO
+from testkit.openwebui import ARTIFACTS, REPO
+from testkit.openwebui_stack import INSTALLER_TIMEOUT_S, Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import ARTIFACTS, REPO, status_lines, system_text
+from testkit.openwebui import ARTIFACTS, REPO, status_lines, system_text
+from testkit.openwebui_stack import Stack
 from tests.e2e.test_e2e_commands import _run_browser
 
 pytestmark = pytest.mark.e2e

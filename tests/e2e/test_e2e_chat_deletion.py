@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import Stack, add_user
-from tests.e2e.harness import OpenWebUIClient, Thread, system_text, wait_until
+from testkit.openwebui import OpenWebUIClient, Thread, system_text
+from testkit.openwebui_stack import Stack, add_user
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from service.core import commands
-from tests.e2e.conftest import Stack, add_user
-from tests.e2e.harness import OpenWebUIClient, status_lines
+from testkit.openwebui import OpenWebUIClient, status_lines
+from testkit.openwebui_stack import Stack, add_user
 
 pytestmark = pytest.mark.e2e
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from testkit.llm_stub import DEFAULT_REPLY, MODEL_ID
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import OpenWebUIClient, Thread, all_text, last_user_text, wait_until
+from testkit.openwebui import OpenWebUIClient, Thread, all_text, last_user_text
+from testkit.openwebui_stack import Stack
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from testkit.llm_stub import DEFAULT_REPLY
-from tests.e2e.conftest import USER_PASSWORD, Stack
-from tests.e2e.harness import ARTIFACTS, PLAYWRIGHT_PYTHON, REPO, all_text
+from testkit.openwebui import ARTIFACTS, PLAYWRIGHT_PYTHON, REPO, all_text
+from testkit.openwebui_stack import USER_PASSWORD, Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from testkit.llm_stub import DEFAULT_REPLY
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import OpenWebUIClient, Thread, all_text
+from testkit.openwebui import OpenWebUIClient, Thread, all_text
+from testkit.openwebui_stack import Stack
 
 pytestmark = pytest.mark.e2e
 

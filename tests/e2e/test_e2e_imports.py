@@ -8,7 +8,7 @@ import re
 import pytest
 
 from service.core import person
-from tests.e2e.conftest import Stack
+from testkit.openwebui_stack import Stack
 
 pytestmark = pytest.mark.e2e
 

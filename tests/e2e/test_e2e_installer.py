@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from testkit.llm_stub import MODEL_ID
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import system_text
+from testkit.openwebui import system_text
+from testkit.openwebui_stack import Stack
 
 pytestmark = pytest.mark.e2e
 

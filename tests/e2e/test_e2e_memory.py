@@ -10,8 +10,9 @@ import httpx
 import pytest
 
 from testkit.llm_stub import DEFAULT_REPLY, MODEL_ID
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import all_text, system_text, wait_until
+from testkit.openwebui import all_text, system_text
+from testkit.openwebui_stack import Stack
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from testkit.llm_stub import DEFAULT_REPLY, MODEL_ID, StubReply
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import ARTIFACTS, REPO, OpenWebUIClient, Thread, status_lines, wait_until
+from testkit.openwebui import ARTIFACTS, REPO, OpenWebUIClient, Thread, status_lines
+from testkit.openwebui_stack import Stack
+from testkit.waiting import wait_until
 from tests.e2e.test_e2e_commands import _run_browser
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ import pytest
 
 from service.cli import doctor
 from testkit.llm_stub import DEFAULT_REPLY
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import free_port, system_text
+from testkit.openwebui import free_port, system_text
+from testkit.openwebui_stack import Stack
 
 pytestmark = pytest.mark.e2e
 

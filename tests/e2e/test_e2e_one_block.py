@@ -16,9 +16,9 @@ import pytest
 
 from service.core import profile as profile_policy
 from testkit.llm_stub import DEFAULT_REPLY
+from testkit.openwebui import OpenWebUIClient, system_text
+from testkit.openwebui_stack import Stack, add_user
 from testkit.waiting import wait_until
-from tests.e2e.conftest import Stack, add_user
-from tests.e2e.harness import OpenWebUIClient, system_text
 from tests.support import memory_blocks
 
 pytestmark = pytest.mark.e2e

@@ -13,9 +13,9 @@ import pytest
 from service.core.remember import REPLY_PREFIX
 from testkit.extraction_replies import new_op
 from testkit.llm_stub import MODEL_ID
+from testkit.openwebui import ARTIFACTS, OpenWebUIClient, Thread, system_text
+from testkit.openwebui_stack import Stack
 from testkit.waiting import wait_until
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import ARTIFACTS, OpenWebUIClient, Thread, system_text
 
 pytestmark = pytest.mark.e2e
 

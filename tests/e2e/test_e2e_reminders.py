@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import Stack
-from tests.e2e.harness import system_text
+from testkit.openwebui import system_text
+from testkit.openwebui_stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -21,14 +21,7 @@ import httpx
 import pytest
 
 from service.cli import doctor
-from tests.e2e.conftest import (
-    SERVICE_START_TIMEOUT_S,
-    Stack,
-    _own_folder,
-    _service_env,
-    add_user,
-)
-from tests.e2e.harness import (
+from testkit.openwebui import (
     ARTIFACTS,
     REPO,
     ManagedProcess,
@@ -36,6 +29,8 @@ from tests.e2e.harness import (
     free_port,
     status_lines,
 )
+from testkit.openwebui_stack import SERVICE_START_TIMEOUT_S, Stack, add_user, service_env
+from tests.e2e.conftest import _own_folder
 
 pytestmark = pytest.mark.e2e
 
@@ -190,7 +185,7 @@ def service_without_llm(stack: Stack) -> Iterator[tuple[str, str, dict[str, str]
     """A second memory service with no LLM configured: (url, key, its environment)."""
     with ExitStack() as cleanup:
         port, key = free_port(), secrets.token_urlsafe(24)
-        env = _service_env(_own_folder(cleanup, "memory-e2e-no-llm-"), port, key, "")
+        env = service_env(_own_folder(cleanup, "memory-e2e-no-llm-"), port, key, "")
         del env["LLM_BASE_URL"], env["LLM_MODEL"]
         url = f"http://127.0.0.1:{port}"
         service = ManagedProcess.start(

@@ -213,3 +213,96 @@ async def test_a_run_commits_chunk_by_chunk_and_another_user_is_served_between(
         )
     ).fetchone()
     assert runs == (1, result.merged)
+
+
+class _Crash(Exception):
+    """The process dies here: the open transaction is rolled back, nothing after it runs."""
+
+
+async def _owner_state(db_conn: Any, owner_id: str) -> dict[str, Any]:
+    """Every memory of the owner, and the summarizer's audit events, by id."""
+    rows = await (
+        await db_conn.execute(
+            "SELECT id, status, source_kind, superseded_by, summary_of FROM memories "
+            "WHERE owner_id = %s",
+            (owner_id,),
+        )
+    ).fetchall()
+    events = await (
+        await db_conn.execute(
+            "SELECT memory_id, action FROM memory_events WHERE owner_id = %s AND actor = %s",
+            (owner_id, consolidation.ACTOR),
+        )
+    ).fetchall()
+    return {
+        "rows": {r[0]: r[1:] for r in rows},
+        "events": sorted((str(m), a) for m, a in events),
+    }
+
+
+def _check_whole(state: dict[str, Any], *, seeded: int) -> None:
+    """No memory lost or half-merged: each archived source points at an active summary that
+    lists it, each summary's sources are all archived into it, and every change has its
+    audit event."""
+    rows = state["rows"]
+    summaries = {i: r for i, r in rows.items() if r[1] == "summary"}
+    archived = {i: r for i, r in rows.items() if r[0] == "archived"}
+    assert len(rows) - len(summaries) == seeded  # nothing deleted, nothing but summaries added
+    assert all(r[0] == "active" for r in summaries.values())
+    for memory_id, (_, kind, superseded_by, _) in archived.items():
+        assert kind != "summary" and superseded_by in summaries
+        assert memory_id in summaries[superseded_by][3]
+    for summary_id, (_, _, _, sources) in summaries.items():
+        assert sources and all(archived[s][2] == summary_id for s in sources)
+    expected = sorted(
+        [(str(i), "create") for i in summaries] + [(str(i), "archive") for i in archived]
+    )
+    assert state["events"] == expected
+
+
+async def test_a_run_stopped_between_chunks_leaves_the_owner_whole_and_the_next_finishes_it(
+    runtime: RuntimeFactory, db_conn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DESIGN §8 has a run in one transaction; it commits chunk by chunk (docs/howto/summarizer.md)
+    monkeypatch.setattr(consolidation, "CHUNK_SIZE", CHUNK)
+    rt = runtime(MEMORY_CONSOLIDATION_GUARD="1")
+    rt.llm = SummaryLLM()  # type: ignore[assignment]
+    await _seed(rt, user_id="ana", vectors=_triples(GROUPS))
+    locks = 0
+    original = store.lock_owner
+
+    async def dies_in_the_second_chunk(session: Any, **kwargs: Any) -> None:
+        nonlocal locks
+        locks += 1
+        await original(session, **kwargs)
+        if locks == 2:
+            raise _Crash
+
+    monkeypatch.setattr(store, "lock_owner", dies_in_the_second_chunk)
+    ana = Owner(OwnerKind.USER, "ana")
+    with pytest.raises(_Crash):
+        await consolidation.consolidate(rt, owner=ana, trigger=Trigger.DAILY)
+
+    stopped = await _owner_state(db_conn, "ana")
+    _check_whole(stopped, seeded=3 * GROUPS)
+    first_chunk = [i for i, r in stopped["rows"].items() if r[1] == "summary"]
+    assert 0 < len(first_chunk) < GROUPS  # the first chunk only
+    runs = await (
+        await db_conn.execute("SELECT count(*) FROM consolidation_runs WHERE owner_id = 'ana'")
+    ).fetchone()
+    assert runs == (0,)  # the stopped run left no record; its audit events say what it did
+
+    monkeypatch.setattr(store, "lock_owner", original)
+    resumed = await consolidation.consolidate(rt, owner=ana, trigger=Trigger.DAILY)
+    assert resumed.outcome is Outcome.APPLIED
+    finished = await _owner_state(db_conn, "ana")
+    _check_whole(finished, seeded=3 * GROUPS)
+    # the first chunk's summaries were kept as they were, never clustered again
+    assert all(finished["rows"][i][0] == "active" for i in first_chunk)
+    summaries = [r for r in finished["rows"].values() if r[1] == "summary"]
+    assert len(summaries) >= GROUPS
+    archived = sum(r[0] == "archived" for r in finished["rows"].values())
+    # as many merged as one uninterrupted run (a triple cut by a chunk edge may merge as a pair)
+    assert archived >= 3 * GROUPS - GROUPS // (CHUNK // 3) - 1
+    again = await consolidation.consolidate(rt, owner=ana, trigger=Trigger.DAILY)
+    assert again.outcome is Outcome.NOTHING

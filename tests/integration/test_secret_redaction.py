@@ -15,7 +15,7 @@ from service.llm.client import LLMClient
 from testkit.extraction_replies import new_op, new_user_message
 from testkit.live_service import LiveService
 from testkit.llm_stub import LLMStub
-from tests.e2e.harness import wait_until
+from testkit.waiting import wait_until
 
 USER = "u-secret"
 CHAT = {"user_id": USER, "chat_id": "chat-secret", "kind": "saved", "user_name": "Robin"}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.llm import local_models
+from service.cli import local_models
 from testkit.local_llm import LocalLLMServer
 
 HOW_TO = (

