@@ -11,7 +11,11 @@ service `Runtime`), sends each message once (cold), then times `--calls` warm ca
   calls (steps run concurrently under `asyncio.gather`, so phases overlap and do not add up);
 - **SQL**: every statement's execute time (SQLAlchemy cursor events), by statement, per call;
 - **EXPLAIN (ANALYZE, BUFFERS)** of one warm candidates statement;
-- **cProfile** of the warm calls (top functions by own time).
+- **cProfile** of the warm calls (top functions by own time);
+- **CPU per call**, this process's and PostgreSQL's (every process of the embedded server,
+  from /proc), for the plain warm calls and for as many floor calls (`latency_scale.bare_floor`,
+  one embedding + one bare pgvector top-10, here with the embedding cached like the context
+  calls'): on a shared machine wall times follow the CPU a call needs, PostgreSQL's included.
 
 Prints a text report; writes nothing. Nothing is downloaded (HF_HUB_OFFLINE=1).
 """
@@ -137,6 +141,37 @@ def watch_sql(engine: Any, timings: Timings, captured: dict[str, Any]) -> None:
         timings.add("SQL commits (count)", 1.0)
 
 
+def server_cpu_ms(postmaster: int) -> float:
+    """CPU time (user + system, ms) of the PostgreSQL server `postmaster` and its children so
+    far, from /proc (Linux); 0.0 where /proc is missing."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        if int(entry.name) == postmaster or int(fields[1]) == postmaster:
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total * 1000.0 / ticks
+
+
+async def cpu_per_call(
+    call: Callable[[str], Any], messages: Sequence[str], postmaster: int
+) -> tuple[list[float], float, float]:
+    """Wall ms per call, then this process's and the server's CPU ms per call (means)."""
+    wall: list[float] = []
+    server, own = server_cpu_ms(postmaster), time.process_time()
+    for message in messages:
+        started = time.perf_counter()
+        await call(message)
+        wall.append((time.perf_counter() - started) * 1000.0)
+    own_ms = (time.process_time() - own) * 1000.0 / len(messages)
+    return wall, own_ms, (server_cpu_ms(postmaster) - server) / len(messages)
+
+
 def _summary(timings: Timings, calls: int) -> str:
     lines = [f"{'phase':<58} {'n/call':>7} {'p50':>7} {'p95':>7} {'mean':>7}  ms"]
     for name, values in sorted(timings.ms.items(), key=lambda kv: -sum(kv[1])):
@@ -257,20 +292,20 @@ async def run(args: argparse.Namespace) -> str:
                     profiler.disable()
                     await _use_records_written(context)
                 # 3. plain, back to back as in bench.latency_scale (a call's background write
-                # overlaps the next call)
-                plain: list[float] = []
-                cpu_started = time.process_time()
-                for message in messages:
-                    started = time.perf_counter()
-                    await call(message)
-                    plain.append((time.perf_counter() - started) * 1000.0)
+                # overlaps the next call), then as many floor calls
+                postmaster = int(db._server.get_pid() or 0)  # 0: no server CPU counted
+                plain, cpu_ms, pg_ms = await cpu_per_call(call, messages, postmaster)
                 await _use_records_written(context)
-                # this process's CPU (all its threads), not PostgreSQL's: less load-dependent
-                cpu_ms = (time.process_time() - cpu_started) * 1000.0 / len(messages)
+                floor = latency_scale.bare_floor(rt, user_id=f"bench-user-{args.user_rows}")
+                floor_ms, floor_cpu, floor_pg = await cpu_per_call(floor, messages, postmaster)
+                plain_load = os.getloadavg()[0]
                 out.append(
                     f"warm build_context, {len(plain)} calls back to back, no timers: "
-                    f"{latency_scale.percentiles(plain)}, load avg {os.getloadavg()[0]:.2f}; "
-                    f"service CPU {cpu_ms:.2f} ms per call"
+                    f"{latency_scale.percentiles(plain)}, load avg {plain_load:.2f}; "
+                    f"CPU per call: service {cpu_ms:.2f} ms, PostgreSQL {pg_ms:.2f} ms\n"
+                    f"floor (embedding cached), {len(floor_ms)} calls: "
+                    f"{latency_scale.percentiles(floor_ms)}; "
+                    f"CPU per call: service {floor_cpu:.2f} ms, PostgreSQL {floor_pg:.2f} ms"
                 )
                 out.append(
                     f"warm build_context with phase timers, each call's write awaited: "

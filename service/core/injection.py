@@ -11,6 +11,7 @@ out, and its tokens go to the next item.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -58,10 +59,21 @@ class Block:
     dropped_repeats: int  #: items left out because the block already held their fact
 
 
+@functools.lru_cache(maxsize=8_192)
 def content_words(text: str) -> frozenset[str]:
-    """Lower-cased, accent-folded words of `text` without filler words ("the", "user"…)."""
-    folded = unicodedata.normalize("NFKD", text.casefold())
-    plain = "".join(c for c in folded if not unicodedata.combining(c))
+    """Lower-cased, accent-folded words of `text` without filler words ("the", "user"…).
+
+    Cached (8,192 texts): every turn compares the same memories' texts again.
+    """
+    folded = text.casefold()
+    # ASCII has nothing to decompose or fold: the per-character pass is for other scripts
+    plain = (
+        folded
+        if folded.isascii()
+        else "".join(
+            c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c)
+        )
+    )
     # one Latin letter is a clitic ("user's" → "s"), never a fact
     return frozenset(
         w

@@ -267,16 +267,24 @@ async def _profile_or_core(
     An assistant with its own memory never gets the profile (it is written from Personal
     and Interaction Patterns): its core memories are the best of its own memory.
     """
-    async with rt.db.reads() as session:  # two reads: no transaction needed
+    limit = rt.settings.core_max_items
+    async with rt.db.reads() as session:  # reads only: no transaction needed
+        if privacy.uses_profile(chat) and limit > 0:  # one statement for both
+            return await profile_flow.read_profile_and_core(
+                rt,
+                session,
+                user_id=chat.user_id,
+                collaborative=chat.collaborative,
+                scope=scope,
+                limit=limit,
+            )
         if privacy.uses_profile(chat):
             profile = await profile_flow.read_profile(
                 rt, session, user_id=chat.user_id, collaborative=chat.collaborative
             )
             if profile:
                 return profile, []
-        return None, await memories.core_memories(
-            session, scope=scope, limit=rt.settings.core_max_items
-        )
+        return None, await memories.core_memories(session, scope=scope, limit=limit)
 
 
 async def _record_use(rt: Runtime, *, chat: ChatContext, used: list[RankedMemory]) -> None:

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.core import profile as policy
 from service.core.profile import ProfileView
+from service.core.records import Memory, ReadScope
 from service.flows import cache_sync, planted_check
 from service.flows.runtime import Runtime
 from service.storage import memories, profiles
@@ -140,6 +141,39 @@ async def read_profile(
     view = policy.view_for(collaborative=collaborative)
     seen = cache_sync.epoch()
     found = await profiles.get(session, user_id=user_id, view=view.value)
+    return _usable_text(rt, found, user_id=user_id, view=view, seen=seen)
+
+
+async def read_profile_and_core(
+    rt: Runtime,
+    session: AsyncSession,
+    *,
+    user_id: str,
+    collaborative: bool,
+    scope: ReadScope,
+    limit: int,
+) -> tuple[str | None, list[Memory]]:
+    """`read_profile` and the scope's `limit` core memories, read by one statement
+    (`memories.profile_and_core_memories`): (the profile text, []) when the profile is
+    usable, else (None, the core memories best first).
+
+    Raises:
+        ValueError: an empty `scope` or a `limit` < 1.
+    """
+    view = policy.view_for(collaborative=collaborative)
+    seen = cache_sync.epoch()
+    found, core = await memories.profile_and_core_memories(
+        session, user_id=user_id, view=view.value, scope=scope, limit=limit
+    )
+    text = _usable_text(rt, found, user_id=user_id, view=view, seen=seen)
+    return (text, []) if text else (None, core)
+
+
+def _usable_text(
+    rt: Runtime, found: profiles.Profile | None, *, user_id: str, view: ProfileView, seen: int
+) -> str | None:
+    """The stored profile's text if a chat may see it; caches it for the degraded path
+    unless a withdrawal came in since `seen` (`cache_sync.epoch()` before the read)."""
     text = policy.checked_profile(found.content) if found is not None else None
     if found is None or text is None:
         _recent.pop((user_id, view.value), None)

@@ -39,16 +39,19 @@ _GET = select(ProfileRow.__table__).where(
 async def get(session: AsyncSession, *, user_id: str, view: str) -> Profile | None:
     """The user's profile for `view`, if one was written."""
     row = (await session.execute(_GET, {"user_id": user_id, "view": view})).first()
-    if row is None:
-        return None
-    return Profile(
-        row.user_id,
-        row.view,
-        row.content,
-        tuple(row.source_ids),
-        row.memories_version,
-        row.built_at,
-    )
+    return None if row is None else from_values(*row)
+
+
+def from_values(
+    user_id: str,
+    view: str,
+    content: str,
+    source_ids: Sequence[uuid.UUID],
+    memories_version: int,
+    built_at: datetime,
+) -> Profile:
+    """A `Profile` from a `profiles` row's columns, in the table's order."""
+    return Profile(user_id, view, content, tuple(source_ids), memories_version, built_at)
 
 
 async def put(session: AsyncSession, *, profile: Profile) -> None:
