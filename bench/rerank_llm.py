@@ -45,7 +45,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -409,8 +409,12 @@ async def measure(
     url: str,
     model: str,
     levers: Sequence[str],
+    on_set: Callable[[dict[str, Any]], None] = lambda _doc: None,
 ) -> dict[str, Any]:
-    """Ours, then each lever, over each (already subsampled) set; the per-question values."""
+    """Ours, then each lever, over each (already subsampled) set; the per-question values.
+
+    `on_set` gets the document so far after each set (a long run keeps what it measured).
+    """
     recorder = Recorder()
     out: dict[str, Any] = {"sets": {}}
     async with rs.service(encoder) as rt:
@@ -429,8 +433,9 @@ async def measure(
                 for key, ranker in rankers.items()
             }
             out["sets"][name] = _set_result(dataset, evaluations)
-    out["calls"] = [dataclasses.asdict(c) for c in recorder.calls]
-    out["latency"] = latency_summary(recorder.calls)
+            out["calls"] = [dataclasses.asdict(c) for c in recorder.calls]
+            out["latency"] = latency_summary(recorder.calls)
+            on_set(out)
     return out
 
 
@@ -474,8 +479,15 @@ def latency_summary(calls: Sequence[Call]) -> dict[str, Any]:
             "load1_median": round(float(np.median(loads)), 2),
             "load1_range": [round(float(loads.min()), 2), round(float(loads.max()), 2)],
             "valid_answers": sum(1 for c in mine if c.valid) if kind == "listwise" else None,
+            "order_changed": sum(1 for c in mine if _reorders(c)) if kind == "listwise" else None,
         }
     return out
+
+
+def _reorders(call: Call) -> bool:
+    """True when a listwise answer moves a note (not the first m notes in their order)."""
+    picked = parse_listwise(call.answer, LISTWISE_K) if call.valid else None
+    return bool(picked) and picked != list(range(len(picked or [])))
 
 
 _LABELS = {"recall@1": "R@1", "recall@10": "R@10", "mrr": "MRR"}
@@ -513,17 +525,44 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         "## Latency of one call",
         "",
         "| kind | n | p50 s | p95 s | max s | over 0.5 s | prompt tok | answer tok | "
-        "load (1 min) median [range] | valid |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "load (1 min) median [range] | valid | reordered |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for kind, s in doc["latency"].items():
         valid = "" if s["valid_answers"] is None else str(s["valid_answers"])
+        moved = "" if s.get("order_changed") is None else str(s["order_changed"])
         lines.append(
             f"| {kind} | {s['n']} | {s['p50_s']} | {s['p95_s']} | {s['max_s']} | "
             f"{s['over_inlet_deadline']} | {s['prompt_tokens_median']:.0f} | "
-            f"{s['answer_tokens_median']:.0f} | {s['load1_median']} {s['load1_range']} | {valid} |"
+            f"{s['answer_tokens_median']:.0f} | {s['load1_median']} {s['load1_range']} | {valid} | "
+            f"{moved} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def merge(paths: Sequence[Path]) -> dict[str, Any]:
+    """One document of several runs (each a `<out>.json` of this script), in the given order."""
+    runs = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    for run in runs:  # figures added since a run was written are computed from its calls
+        run["latency"] = latency_summary([Call(**c) for c in run["calls"]])
+    return {"runs": runs}
+
+
+def render_runs(doc: Mapping[str, Any]) -> str:
+    """The markdown of a merged document: each run's tables under its own heading."""
+    lines = [
+        "# An LLM tier on the read path (issue 28 item 3)",
+        "",
+        "Several runs of `python -m bench.rerank_llm` against one llama.cpp server, one after "
+        "another (one model, one thread); each run's levers and n are its own.",
+        "",
+    ]
+    for number, run in enumerate(doc["runs"], 1):
+        body = render_markdown(run).split("\n", 2)[2]  # without the title
+        body = body.replace("\n## ", "\n### ")
+        levers = ", ".join(run["levers"])
+        lines += [f"## Run {number}: {levers}", "", body.strip(), ""]
+    return "\n".join(lines)
 
 
 def _counts(text: str) -> dict[str, int]:
@@ -551,12 +590,24 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--levers", type=lambda s: s.split(","), default=["judge", "listwise"])
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="write <out>.json/.md from these run documents instead of measuring",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the measurement; write `<out>.json` and `<out>.md`."""
     args = _parse_args(argv)
+    if args.merge:
+        doc = merge(args.merge)
+        args.out.with_suffix(".json").write_text(json.dumps(doc) + "\n", encoding="utf-8")
+        args.out.with_suffix(".md").write_text(render_runs(doc), encoding="utf-8")
+        return 0
     started = time.perf_counter()
     sets = rs.load_sets(
         locomo=args.locomo if any(n.startswith("locomo") for n in args.n) else None,
@@ -565,28 +616,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     sets = {name: held_out(sets[name], n) for name, n in args.n.items()}
     encoder = rs.embed_sets(sets)
 
-    async def run() -> dict[str, Any]:
-        async with _llm_endpoint(args.llm_url) as url:
-            return await measure(
-                sets, encoder=encoder, url=url, model=args.llm_model, levers=args.levers
-            )
-
-    doc = {
+    head = {
         "model": args.llm_model,
         "endpoint": args.llm_url or "stand-in (word overlap)",
         "levers": args.levers,
         "listwise_k": LISTWISE_K,
         "seed": SEED,
-        **asyncio.run(run()),
-        "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "run_seconds": round(time.perf_counter() - started, 1),
-        "load_at_end": os.getloadavg(),
+        "requested_n": args.n,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(doc) + "\n", encoding="utf-8")
-    markdown = render_markdown(doc)
-    args.out.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    print(markdown)
+
+    def write(measured: dict[str, Any]) -> None:
+        doc = {
+            **head,
+            **measured,
+            "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "run_seconds": round(time.perf_counter() - started, 1),
+            "load_at_end": os.getloadavg(),
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".json").write_text(json.dumps(doc) + "\n", encoding="utf-8")
+        args.out.with_suffix(".md").write_text(render_markdown(doc), encoding="utf-8")
+
+    async def run() -> dict[str, Any]:
+        async with _llm_endpoint(args.llm_url) as url:
+            return await measure(
+                sets,
+                encoder=encoder,
+                url=url,
+                model=args.llm_model,
+                levers=args.levers,
+                on_set=write,
+            )
+
+    asyncio.run(run())
+    print(args.out.with_suffix(".md").read_text(encoding="utf-8"))
     return 0
 
 
