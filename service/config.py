@@ -208,6 +208,28 @@ class Settings(BaseSettings):
         le=1,
         description="Minimum relevance of a reserved nearest memory (0.6 ⇔ cosine 0.2).",
     )
+    fusion_evidence: Literal["fixed", "coverage", "idf", "agreement"] = Field(
+        default="fixed",
+        alias="MEMORY_FUSION_EVIDENCE",
+        description="The keyword evidence that scales the full-text weight of the fusion per "
+        "message: fixed (none), coverage (as MEMORY_ADAPTIVE_FUSION), idf (the idf share of "
+        "the message's words its best full-text match holds) or agreement (the share of the "
+        "10 best full-text matches among the 10 nearest); docs/discussions/retrieval.md.",
+    )
+    evidence_full: float = Field(
+        default=1.0,
+        alias="MEMORY_EVIDENCE_FULL",
+        gt=0,
+        le=1,
+        description="Keyword evidence at or above which the full-text weight stays whole "
+        "(below it the weight is scaled linearly); see MEMORY_FUSION_EVIDENCE.",
+    )
+    nearest_fill: bool = Field(
+        default=False,
+        alias="MEMORY_NEAREST_FILL",
+        description="Fill what the budget leaves after the relevance gate with the nearest "
+        "memories down to MEMORY_NEAREST_FLOOR, nearest first; docs/discussions/retrieval.md.",
+    )
     long_memory_chars: int = Field(
         default=0,
         alias="MEMORY_LONG_MEMORY_CHARS",
