@@ -60,6 +60,19 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "nearest_fill": True,
         "fill_margin": 0.1,
     },
+    "fill_m0.3": {"nearest_fill": True, "fill_margin": 0.3},
+    "idf_0.3+fill_m0.2": {
+        "fusion_evidence": "idf",
+        "evidence_full": 0.3,
+        "nearest_fill": True,
+        "fill_margin": 0.2,
+    },
+    "idf_0.5+fill_m0.2": {
+        "fusion_evidence": "idf",
+        "evidence_full": 0.5,
+        "nearest_fill": True,
+        "fill_margin": 0.2,
+    },
 }
 
 
@@ -184,7 +197,10 @@ def _summary(
 
 
 async def _run(
-    sets: Mapping[str, rs.RetrievalSet], encoder: Any, variants: Mapping[str, dict[str, Any]]
+    sets: Mapping[str, rs.RetrievalSet],
+    encoder: Any,
+    variants: Mapping[str, dict[str, Any]],
+    partial: Path | None = None,
 ) -> dict[str, Any]:
     constants = rs.load_tuned_constants()
     _memoise_candidates()
@@ -210,6 +226,8 @@ async def _run(
                 for half, mask in _halves(name, dataset).items()
                 if any(mask)
             }
+            if partial is not None:  # each set on disk as soon as it is measured
+                partial.write_text(json.dumps(results) + "\n", encoding="utf-8")
     return results
 
 
@@ -267,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen: Callable[[str], bool] = lambda v: args.variants is None or v in args.variants  # noqa: E731
     variants = {k: v for k, v in VARIANTS.items() if chosen(k) or k == "current"}
     encoder = rs.embed_sets(sets)
-    results = asyncio.run(_run(sets, encoder, variants))
+    partial = args.out.with_suffix(".partial.json")
+    results = asyncio.run(_run(sets, encoder, variants, partial))
     doc = {
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "seconds": round(time.perf_counter() - started, 1),

@@ -58,13 +58,13 @@ class RankingParams:
     #: (`adaptive_fusion`), "idf" (`idf_evidence`) or "agreement" (`list_agreement`)
     fusion_evidence: str = "fixed"
     #: evidence at or above which the keyword weight stays whole (below: scaled linearly)
-    evidence_full: float = 1.0
+    evidence_full: float = 0.5
     #: after the gate, what the budget leaves is filled with the nearest candidates down to
     #: `nearest_floor`, nearest first (behind every gated item)
-    nearest_fill: bool = False
+    nearest_fill: bool = True
     #: a filling candidate may also be this far (in cosine) below the query's nearest one,
     #: whatever `nearest_floor` (0 = the floor only)
-    fill_margin: float = 0.0
+    fill_margin: float = 0.3
     #: the nearest this many candidates pass the gate down to `nearest_floor`, whatever
     #: the full-text matches (0 = off)
     nearest_reserve: int = 5

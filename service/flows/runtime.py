@@ -108,5 +108,6 @@ class Runtime:
             fusion_evidence=s.fusion_evidence,
             evidence_full=s.evidence_full,
             nearest_fill=s.nearest_fill,
+            fill_margin=s.fill_margin,
             long_memory_chars=s.long_memory_chars,
         )
