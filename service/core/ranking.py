@@ -163,7 +163,9 @@ def evidence_of(
     query_idf: float,
 ) -> float:
     """The keyword weight's factor in [0, 1]: the chosen evidence over `evidence_full`."""
-    mode = "coverage" if params.adaptive_fusion else params.fusion_evidence
+    if params.adaptive_fusion:  # the earlier setting: plain coverage, unscaled
+        return keyword_evidence(keyword, query_terms=query_terms)
+    mode = params.fusion_evidence
     if mode == "coverage":
         value = keyword_evidence(keyword, query_terms=query_terms)
     elif mode == "idf":
