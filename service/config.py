@@ -208,6 +208,43 @@ class Settings(BaseSettings):
         le=1,
         description="Minimum relevance of a reserved nearest memory (0.6 ⇔ cosine 0.2).",
     )
+    fusion_evidence: Literal["fixed", "coverage", "idf", "agreement"] = Field(
+        default="fixed",
+        alias="MEMORY_FUSION_EVIDENCE",
+        description="The keyword evidence that scales the full-text weight of the fusion per "
+        "message: fixed (none), coverage (as MEMORY_ADAPTIVE_FUSION), idf (the idf share of "
+        "the message's words its best full-text match holds) or agreement (the share of the "
+        "10 best full-text matches among the 10 nearest). fixed by default: idf adds 10 "
+        "points of R@1 on PrefEval users 0–9 but costs LoCoMo 0–4 turns 1.2 (agreement 8–12 "
+        "points of R@10, coverage 4); docs/discussions/retrieval.md.",
+    )
+    evidence_full: float = Field(
+        default=0.5,
+        alias="MEMORY_EVIDENCE_FULL",
+        gt=0,
+        le=1,
+        description="Keyword evidence at or above which the full-text weight stays whole "
+        "(below it the weight is scaled linearly); see MEMORY_FUSION_EVIDENCE. 0.5: chosen "
+        "from 0.3 / 0.5 on LoCoMo 0–4 and PrefEval users 0–9 (bench/levers_adaptive.py).",
+    )
+    nearest_fill: bool = Field(
+        default=True,
+        alias="MEMORY_NEAREST_FILL",
+        description="Fill what the budget leaves after the relevance gate with the nearest "
+        "memories down to MEMORY_NEAREST_FLOOR, nearest first (on: +3.4 points of the block "
+        "on PrefEval users 0–9, nothing on LoCoMo 0–4, whose blocks are full); "
+        "docs/discussions/retrieval.md.",
+    )
+    fill_margin: float = Field(
+        default=0.3,
+        alias="MEMORY_FILL_MARGIN",
+        ge=0,
+        le=2,
+        description="With MEMORY_NEAREST_FILL, a memory within this cosine of the message's "
+        "nearest memory fills too, below MEMORY_NEAREST_FLOOR, when that nearest memory is "
+        "above the floor (0 = the floor only). 0.3: chosen from 0.1 / 0.2 / 0.3 on PrefEval "
+        "users 0–9 (block 93.0 / 96.8 / 97.8 %); docs/discussions/retrieval.md.",
+    )
     long_memory_chars: int = Field(
         default=0,
         alias="MEMORY_LONG_MEMORY_CHARS",

@@ -54,6 +54,17 @@ class RankingParams:
     #: scale the keyword weight by the share of the query's lexemes the best full-text match
     #: holds (`keyword_evidence`), so weak keyword evidence leans on the vectors
     adaptive_fusion: bool = False
+    #: the keyword evidence that scales the keyword weight: "fixed" (none), "coverage"
+    #: (`adaptive_fusion`), "idf" (`idf_evidence`) or "agreement" (`list_agreement`)
+    fusion_evidence: str = "fixed"
+    #: evidence at or above which the keyword weight stays whole (below: scaled linearly)
+    evidence_full: float = 0.5
+    #: after the gate, what the budget leaves is filled with the nearest candidates down to
+    #: `nearest_floor`, nearest first (behind every gated item)
+    nearest_fill: bool = True
+    #: a filling candidate may also be this far (in cosine) below the query's nearest one,
+    #: whatever `nearest_floor` (0 = the floor only)
+    fill_margin: float = 0.3
     #: the nearest this many candidates pass the gate down to `nearest_floor`, whatever
     #: the full-text matches (0 = off)
     nearest_reserve: int = 5
@@ -115,12 +126,65 @@ def keyword_evidence(keyword: Sequence[Candidate], *, query_terms: int) -> float
     return min(best / query_terms, 1.0)
 
 
+def idf_evidence(keyword: Sequence[Candidate], *, query_idf: float) -> float:
+    """Share in [0, 1] of the query's idf mass held by its best-covering full-text match.
+
+    max over `keyword` of `text_idf` / `query_idf`, idf as BM25's over the scope (a lexeme
+    no memory holds at df = 0, the largest idf); 1 when unknown (`query_idf` 0). Unlike
+    `keyword_evidence`, a word most memories hold (a LoCoMo speaker's name, "recommend")
+    counts little, and a rare word the memories lack ("Vegas") counts much.
+    """
+    if query_idf <= 0:
+        return 1.0
+    best = max((c.text_idf or 0.0 for c in keyword), default=0.0)
+    return min(best / query_idf, 1.0)
+
+
+AGREEMENT_DEPTH = 10
+"""Depth of the two lists compared by `list_agreement` (the R@10 the bench measures)."""
+
+
+def list_agreement(semantic: Sequence[Candidate], keyword: Sequence[Candidate]) -> float:
+    """Share in [0, 1] of the top `AGREEMENT_DEPTH` full-text matches also among the top
+    `AGREEMENT_DEPTH` nearest; 1 when there is no full-text match (nothing to weigh)."""
+    top_k = {c.memory.seq for c in keyword[:AGREEMENT_DEPTH]}
+    if not top_k:
+        return 1.0
+    top_s = {c.memory.seq for c in semantic[:AGREEMENT_DEPTH]}
+    return len(top_k & top_s) / min(len(top_k), AGREEMENT_DEPTH)
+
+
+def evidence_of(
+    semantic: Sequence[Candidate],
+    keyword: Sequence[Candidate],
+    *,
+    params: RankingParams,
+    query_terms: int,
+    query_idf: float,
+) -> float:
+    """The keyword weight's factor in [0, 1]: the chosen evidence over `evidence_full`."""
+    if params.adaptive_fusion:  # the earlier setting: plain coverage, unscaled
+        return keyword_evidence(keyword, query_terms=query_terms)
+    mode = params.fusion_evidence
+    if mode == "coverage":
+        value = keyword_evidence(keyword, query_terms=query_terms)
+    elif mode == "idf":
+        value = idf_evidence(keyword, query_idf=query_idf)
+    elif mode == "agreement":
+        value = list_agreement(semantic, keyword)
+    else:
+        return 1.0
+    full = params.evidence_full
+    return min(value / full, 1.0) if full > 0 else 1.0
+
+
 def fuse(
     semantic: Sequence[Candidate],
     keyword: Sequence[Candidate],
     *,
     params: RankingParams,
     query_terms: int = 0,
+    query_idf: float = 0.0,
 ) -> list[Fused]:
     """Normalised score fusion of the vector and the full-text candidates.
 
@@ -129,13 +193,15 @@ def fuse(
     `keyword_weight`): the scores themselves, not only their ranks, so a memory far ahead
     in one list stays ahead. A candidate without a BM25 score (it matched no word) counts 0
     there; equal cosines all count 1. On LoCoMo conversations 0–4 this beat reciprocal rank
-    fusion by 7–12 points of Recall@10 (docs/performance.md). With `adaptive_fusion`, w_k
-    is scaled by `keyword_evidence` and w_s = 1 − w_k (docs/discussions/retrieval.md).
+    fusion by 7–12 points of Recall@10 (docs/performance.md). With a `fusion_evidence`
+    (or `adaptive_fusion`), w_k is scaled by `evidence_of` and w_s = 1 − w_k
+    (docs/discussions/retrieval.md).
 
     Args:
         semantic: vector candidates, nearest first (`text_rank`: BM25 when it matched).
         keyword: full-text candidates, best BM25 (`text_rank`) first.
         query_terms: the query's distinct lexemes (`CandidateSets.query_terms`; 0 unknown).
+        query_idf: the query's Σ idf (`CandidateSets.query_idf`; 0 unknown).
 
     Returns:
         One entry per memory, best fused score first (ties: earlier stored first).
@@ -151,8 +217,10 @@ def fuse(
     w_s, w_k = (
         (params.semantic_weight / total, params.keyword_weight / total) if total > 0 else (0, 0)
     )
-    if params.adaptive_fusion and total > 0:
-        w_k *= keyword_evidence(keyword, query_terms=query_terms)
+    if total > 0 and (params.adaptive_fusion or params.fusion_evidence != "fixed"):
+        w_k *= evidence_of(
+            semantic, keyword, params=params, query_terms=query_terms, query_idf=query_idf
+        )
         w_s = 1.0 - w_k
     cosines = [c.cosine for c in found.values()]
     low, spread = min(cosines), max(cosines) - min(cosines)
@@ -190,6 +258,37 @@ def passes_gate(item: Fused, *, params: RankingParams) -> bool:
             and similarity >= params.nearest_floor
         )
     )
+
+
+def nearest_fill(
+    items: Iterable[Fused], *, params: RankingParams, best_cosine: float = 1.0
+) -> list[Fused]:
+    """The candidates the gate dropped that may fill what the budget leaves: those in the
+    vector list with similarity ≥ `nearest_floor`, nearest first.
+
+    Relative to the query, not to an absolute cosine: with a small-vocabulary embedding a
+    non-English fact's cosine to its own question is often below 0.4 (relevance 0.7), yet it
+    is the nearest memory. They go behind every gated item, so they only take budget the
+    gated items left (docs/discussions/retrieval.md). With `fill_margin` > 0 a candidate
+    within that margin of `best_cosine` (the query's nearest memory) fills too, below the
+    floor, when that nearest memory is itself above the floor: a non-English fact's cosine
+    to its own question is often under 0.2 (15 % of `bench/multilingual_facts.json`'s
+    questions), while a memory of the same language is nearer.
+    """
+    # the margin only for a query near something: its nearest memory passes the floor
+    # (cosine ≥ 2 · floor − 1), so a message far from every memory still fills nothing
+    relative = params.fill_margin > 0 and best_cosine >= 2.0 * params.nearest_floor - 1.0
+    near = [
+        f
+        for f in items
+        if f.nearest is not None
+        and (
+            f.candidate.similarity >= params.nearest_floor
+            or (relative and f.candidate.cosine >= best_cosine - params.fill_margin)
+        )
+    ]
+    near.sort(key=lambda f: f.nearest if f.nearest is not None else 0)
+    return near
 
 
 def needs_llm_score(item: Fused, *, params: RankingParams) -> bool:

@@ -197,6 +197,8 @@ class Candidate:
     text_rank: float | None = None
     #: how many of the query's lexemes the memory holds (read path); None: none or unknown
     text_terms: int | None = None
+    #: Σ idf of the query's lexemes the memory holds (read path); None: none or unknown
+    text_idf: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

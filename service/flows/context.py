@@ -79,11 +79,23 @@ async def retrieve(
     if params.long_memory_chars > 0:
         found = await passages.rescore(rt, found, vector, min_chars=params.long_memory_chars)
     fused = ranking.fuse(
-        found.semantic, found.keyword, params=params, query_terms=found.query_terms
+        found.semantic,
+        found.keyword,
+        params=params,
+        query_terms=found.query_terms,
+        query_idf=found.query_idf,
     )
+    fill: list[ranking.Fused] = []
     if apply_gate:
-        fused = [f for f in fused if ranking.passes_gate(f, params=params)]
-        fused = await relevance.apply_llm_tier(rt, query=query, items=fused, params=params)
+        passed = [f for f in fused if ranking.passes_gate(f, params=params)]
+        if params.nearest_fill:
+            kept = {id(f) for f in passed}
+            fill = ranking.nearest_fill(
+                (f for f in fused if id(f) not in kept),
+                params=params,
+                best_cosine=max((c.cosine for c in found.semantic), default=1.0),
+            )
+        fused = await relevance.apply_llm_tier(rt, query=query, items=passed, params=params)
     scored = ranking.score_fused(fused, now=now, params=params)
     # diversity among the best 2×limit only; their similarities come from PostgreSQL
     head = scored[: max(2 * limit, 20)]
@@ -93,7 +105,14 @@ async def retrieve(
             similarity = await memory_search.pairwise_similarity(
                 session, seqs=[r.memory.seq for r in head]
             )
-    return ranking.diversify(head, similarity, lambda_=params.mmr_lambda, limit=limit)
+    picked = ranking.diversify(head, similarity, lambda_=params.mmr_lambda, limit=limit)
+    if fill and len(picked) < limit:
+        # behind the gated items, nearest first: they only take the budget those left
+        extra = ranking.score_fused(fill, now=now, params=params)
+        order = {f.candidate.memory.seq: i for i, f in enumerate(fill)}
+        extra.sort(key=lambda r: order[r.memory.seq])
+        picked += extra[: limit - len(picked)]
+    return picked
 
 
 async def build_context(

@@ -105,5 +105,9 @@ class Runtime:
             adaptive_fusion=s.adaptive_fusion,
             nearest_reserve=s.nearest_reserve,
             nearest_floor=s.nearest_floor,
+            fusion_evidence=s.fusion_evidence,
+            evidence_full=s.evidence_full,
+            nearest_fill=s.nearest_fill,
+            fill_margin=s.fill_margin,
             long_memory_chars=s.long_memory_chars,
         )

@@ -59,6 +59,9 @@ class CandidateSets:
     #: the query's distinct lexemes (English stems and words as written, `_TERMS_SQL`);
     #: with each candidate's `text_terms`, how much of the query its words cover
     query_terms: int = 0
+    #: Σ idf over the query's lexemes (absent ones at the largest idf, df = 0); with each
+    #: candidate's `text_idf`, how much of the query's rare words its words cover
+    query_idf: float = 0.0
 
 
 HNSW_MAX_EF_SEARCH = 1_000
@@ -202,6 +205,7 @@ async def candidates(
         key=lambda row: (row.distance, row.seq),
     )[:limit]
     query_terms = max((int(getattr(row, "query_terms", 0) or 0) for row in rows), default=0)
+    query_idf = max((float(getattr(row, "query_idf", 0) or 0) for row in rows), default=0.0)
     keyword_rows.sort(key=lambda row: (-row.rank, row.seq))
     keyword_rows = keyword_rows[:limit]
     # a memory in both lists becomes one record
@@ -216,6 +220,7 @@ async def candidates(
                 text_rank=_rank(row),
                 memory=records[row.seq],
                 text_terms=_matched(row),
+                text_idf=_matched_idf(row),
             )
             for row in nearest
         ],
@@ -226,11 +231,13 @@ async def candidates(
                 text_rank=float(row.rank),
                 memory=records[row.seq],
                 text_terms=_matched(row),
+                text_idf=_matched_idf(row),
             )
             for row in keyword_rows
         ],
         exact_fallbacks=fallbacks,
         query_terms=query_terms,
+        query_idf=query_idf,
     )
 
 
@@ -244,6 +251,12 @@ def _matched(row: Any) -> int | None:
     """How many of the query's lexemes the row holds, when it matched a word."""
     matched = getattr(row, "matched", None)
     return None if matched is None else int(matched)
+
+
+def _matched_idf(row: Any) -> float | None:
+    """Σ idf of the query's lexemes the row holds, when it matched a word."""
+    value = getattr(row, "matched_idf", None)
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +337,8 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
         .cte("tsquery")
     )
     terms = select(tsquery.c.terms).scalar_subquery()
-    scored = _bm25(terms, shape.text_cells).cte("scored")
+    bm25, query_idf = _bm25(terms, shape.text_cells)
+    scored = bm25.cte("scored")
     # one row per memory from both lists by a grouping, not by joins: the planner cannot
     # size CTEs and nested-looped them (28k comparisons at 400 matches). A nearest row that
     # matches words but is not among the best `limit` keeps its BM25 score too (the fusion
@@ -332,7 +346,13 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
     # the best `limit` by a top-N sort, and the nearest rows' own scores by a semi-join: the
     # grouping below then sees about 2 × `limit` rows, not every match
     best = (
-        select(scored.c.seq, scored.c.rank, scored.c.matched, true().label("top"))
+        select(
+            scored.c.seq,
+            scored.c.rank,
+            scored.c.matched,
+            scored.c.matched_idf,
+            true().label("top"),
+        )
         .order_by(scored.c.rank.desc(), scored.c.seq)
         .limit(limit)
         .subquery("best")
@@ -343,12 +363,25 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             nearest.c.branch,
             cast(null(), Float).label("rank"),
             cast(null(), Integer).label("matched"),
+            cast(null(), Float).label("matched_idf"),
             false().label("top"),
         ),
-        select(best.c.seq, cast(null(), Integer), best.c.rank, best.c.matched, best.c.top),
-        select(scored.c.seq, cast(null(), Integer), scored.c.rank, scored.c.matched, false()).where(
-            scored.c.seq.in_(select(nearest.c.seq))
+        select(
+            best.c.seq,
+            cast(null(), Integer),
+            best.c.rank,
+            best.c.matched,
+            best.c.matched_idf,
+            best.c.top,
         ),
+        select(
+            scored.c.seq,
+            cast(null(), Integer),
+            scored.c.rank,
+            scored.c.matched,
+            scored.c.matched_idf,
+            false(),
+        ).where(scored.c.seq.in_(select(nearest.c.seq))),
     ).subquery("both")
     found = (
         select(
@@ -356,6 +389,7 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             func.max(both.c.branch).label("branch"),
             func.max(both.c.rank).label("rank"),
             func.max(both.c.matched).label("matched"),
+            func.max(both.c.matched_idf).label("matched_idf"),
             func.bool_or(both.c.top).label("keyword_hit"),
         )
         .group_by(both.c.seq)
@@ -369,8 +403,10 @@ def _candidates_statement(shape: _Shape) -> Select[Any]:
             found.c.branch,
             found.c.rank,
             found.c.matched,
+            found.c.matched_idf,
             found.c.keyword_hit,
             select(func.cardinality(tsquery.c.terms)).scalar_subquery().label("query_terms"),
+            query_idf.label("query_idf"),
         )
         .select_from(found)
         .join(memory_rows.TABLE, memory_rows.TABLE.c.seq == found.c.seq)
@@ -393,9 +429,10 @@ _TERMS_SQL = """ARRAY(
   WHERE ts_lexize('english_stem', word) <> '{}'::text[])"""
 
 
-def _bm25(terms: Any, cells: int) -> Select[Any]:
-    """(seq, rank, matched): Okapi BM25 of each memory of cells txt0…txt<cells−1> holding a query
-    lexeme (Robertson and Zaragoza 2009).
+def _bm25(terms: Any, cells: int) -> tuple[Select[Any], ColumnElement[float]]:
+    """(seq, rank, matched, matched_idf): Okapi BM25 of each memory of cells
+    txt0…txt<cells−1> holding a query lexeme (Robertson and Zaragoza 2009), and the query's
+    Σ idf.
 
     rank = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl / avgdl)) over the query's
     lexemes t in the memory, idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5)), from the postings
@@ -405,7 +442,9 @@ def _bm25(terms: Any, cells: int) -> Select[Any]:
     itself counts twice), dl = the memory's distinct lexemes, avgdl = their mean over the
     matched memories (as before the postings: the ranking is unchanged). Each cell's
     postings of the query's lexemes are one index-only range scan per lexeme: the cost
-    follows the matches, not the bank's size.
+    follows the matches, not the bank's size. `matched_idf` is Σ idf(t) over the lexemes the
+    memory holds; the second value is the query's Σ idf(t), a lexeme no memory of the scope
+    holds counted at df = 0 (the keyword evidence of `core.ranking.keyword_evidence`).
     """
     post = PostingRow.__table__.c
     stat = TermCellRow.__table__.c
@@ -448,11 +487,19 @@ def _bm25(terms: Any, cells: int) -> Select[Any]:
     b: ColumnElement[float] = literal_column(repr(BM25_B), Float)
     weight = idf * hits.c.tf * (k1 + 1) / (hits.c.tf + k1 * (1 - b + b * hits.c.dl / avgdl))
     # `matched`: the query's lexemes the memory holds (one posting per memory and lexeme)
-    return select(
+    absent = func.greatest(
+        func.cardinality(lexemes) - select(func.count()).select_from(idfs).scalar_subquery(), 0
+    )
+    query_idf = select(func.coalesce(func.sum(idfs.c.idf), 0.0)).scalar_subquery() + cast(
+        absent, Float
+    ) * func.ln(1.0 + (func.coalesce(n, 0.0) + 0.5) / 0.5)
+    statement = select(
         hits.c.seq,
         func.sum(weight).label("rank"),
         cast(func.count(), Integer).label("matched"),
+        func.sum(idf).label("matched_idf"),
     ).group_by(hits.c.seq)
+    return statement, query_idf
 
 
 def _cell_keys(columns: Any, prefix: str) -> list[ColumnElement[bool]]:

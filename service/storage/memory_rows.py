@@ -203,6 +203,7 @@ def to_candidate(
     text_rank: float | None = None,
     memory: Memory | None = None,
     text_terms: int | None = None,
+    text_idf: float | None = None,
 ) -> Candidate:
     """A candidate from a row whose first columns are RECORD_COLUMNS (or its `memory`)."""
     d = 2.0 if distance is None else float(distance)
@@ -212,6 +213,7 @@ def to_candidate(
         cosine=1.0 - d,
         text_rank=text_rank,
         text_terms=text_terms,
+        text_idf=text_idf,
     )
 
 

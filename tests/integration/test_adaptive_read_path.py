@@ -5,6 +5,9 @@ Real service over HTTP, embedded PostgreSQL, the real all-MiniLM-L6-v2; default 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from service.core.ranking import RECALL_HEADER
 from testkit.live_service import LiveService
 
@@ -110,3 +113,29 @@ def test_a_long_memory_whose_last_sentence_answers_is_recalled_first(service_fac
     assert answer.status_code == 200, answer.text
     recalled = [line for line in _recalled(answer.json()["block"]).splitlines() if line]
     assert "kept by my neighbour Ines" in recalled[0]
+
+
+# bench/multilingual_facts.json: one user's 60 facts in five languages. all-MiniLM-L6-v2
+# gives German its question a cosine of 0.27 to the answer (relevance 0.64, below the 0.7
+# threshold), the 11th nearest fact: neither the gate nor the reserve of 5 keeps it
+MULTILINGUAL = Path(__file__).parents[2] / "bench" / "multilingual_facts.json"
+NURSE = "Der Nutzer arbeitet als Krankenpfleger in der Nachtschicht."
+
+
+def test_a_non_english_fact_below_the_threshold_fills_what_the_budget_leaves(
+    service: LiveService,
+) -> None:
+    # on main the block held the 5 nearest and the few facts above cosine 0.4 and left
+    # most of its 400 tokens unused; the fill gives them to the next nearest facts
+    facts = [f["text"] for f in json.loads(MULTILINGUAL.read_text(encoding="utf-8"))["facts"]]
+    assert NURSE in facts
+    _add(service, "lea", NURSE)  # the oldest: not among the core memories
+    for content in facts:
+        if content != NURSE:  # a fact the write guard takes for an instruction is left out
+            answer = service.client.post("/v1/users/lea/memories", json={"content": content})
+            assert answer.status_code in (201, 400), answer.text
+    answer = service.client.post(
+        "/v1/context", json={"chat": CHAT, "message": "Was ist mein Beruf?"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert NURSE in _recalled(answer.json()["block"])

@@ -221,3 +221,47 @@ def test_the_nearest_pass_the_gate_down_to_their_floor_whatever_the_keyword_matc
         4,
         5,
     ]
+
+
+def test_idf_evidence_weighs_the_query_words_by_their_rarity() -> None:
+    # a common word (idf 0.2) matched by one memory, a rare one (idf 2.0) by the other
+    keyword = [
+        _cand(1, 0.6, text_rank=3.0, text_terms=1, text_idf=0.2),
+        _cand(2, 0.6, text_rank=2.0, text_terms=1, text_idf=2.0),
+    ]
+    assert ranking.idf_evidence(keyword, query_idf=4.0) == pytest.approx(0.5)
+    assert ranking.idf_evidence([], query_idf=4.0) == 0.0
+    assert ranking.idf_evidence(keyword, query_idf=0.0) == 1.0  # unknown: fixed weights
+
+
+def test_list_agreement_is_the_share_of_the_keyword_top_among_the_nearest() -> None:
+    semantic = [_cand(s, 0.9 - s / 100) for s in range(1, 13)]
+    keyword = [_cand(s, 0.6, text_rank=10.0 - s) for s in (1, 2, 20, 21)]
+    assert ranking.list_agreement(semantic, keyword) == pytest.approx(0.5)
+    assert ranking.list_agreement(semantic, []) == 1.0
+
+
+def test_idf_fusion_scales_the_keyword_weight_up_to_evidence_full() -> None:
+    semantic = [_cand(1, 0.7), _cand(2, 0.6, text_rank=4.0, text_idf=0.5), _cand(3, 0.55)]
+    keyword = [_cand(2, 0.6, text_rank=4.0, text_idf=0.5)]
+    params = replace(RankingParams(), fusion_evidence="idf", evidence_full=0.5)
+    # evidence 0.5 / 4.0 = 0.125, over evidence_full 0.5: w_k = 0.5 × 0.25
+    fused = ranking.fuse(semantic, keyword, params=params, query_idf=4.0)
+    assert [f.candidate.memory.seq for f in fused] == [1, 2, 3]
+    assert fused[1].relevance == pytest.approx(0.875 / 3 + 0.125)
+    whole = ranking.fuse(semantic, keyword, params=params, query_idf=1.0)  # 0.5 ≥ full
+    assert [f.candidate.memory.seq for f in whole] == [2, 1, 3]
+
+
+def test_the_fill_takes_the_nearest_above_the_floor_or_within_the_margin() -> None:
+    params = replace(RankingParams(), nearest_fill=True, nearest_floor=0.6, fill_margin=0.2)
+    fused = ranking.fuse(
+        [_cand(1, 0.64), _cand(2, 0.59), _cand(3, 0.52), _cand(4, 0.45)], [], params=params
+    )
+    # cosines 0.28, 0.18, 0.04, −0.1: 2 is within 0.2 of the nearest, 3 and 4 are not
+    best = max(f.candidate.cosine for f in fused)
+    fill = ranking.nearest_fill(fused, params=params, best_cosine=best)
+    assert [f.candidate.memory.seq for f in fill] == [1, 2]
+    # a query whose nearest memory is below the floor (cosine < 0.2) gets no margin
+    far = ranking.fuse([_cand(2, 0.59), _cand(3, 0.52)], [], params=params)
+    assert ranking.nearest_fill(far, params=params, best_cosine=0.18) == []
