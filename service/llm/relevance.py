@@ -77,6 +77,18 @@ class RelevanceCache:
                 self._by_memory.setdefault(memory.id, set()).add(key)
         return found
 
+    def known(self, *, query: str, memories: Sequence[Memory]) -> dict[uuid.UUID, float] | None:
+        """Cached score of each memory for `query`, or None when any is not cached (no LLM call).
+
+        Counted as hits only when every score is known.
+        """
+        qkey = _query_key(query)
+        keys = {m.id: (qkey, m.id, m.version) for m in memories}
+        if any(key not in self._scores for key in keys.values()):
+            return None
+        self.hits += len(keys)
+        return {memory_id: self._scores[key] for memory_id, key in keys.items()}
+
     def forget(self, memory_id: uuid.UUID) -> None:
         """Drop every cached score of a memory."""
         for key in self._by_memory.pop(memory_id, set()):
