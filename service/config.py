@@ -448,14 +448,15 @@ class Settings(BaseSettings):
         "dies; `/readyz` names its state) instead of in the API process "
         "([scaling](docs/scaling.md#workers-in-the-api-process-or-beside-it)).",
     )
-    worker_nice: int = Field(
+    background_nice: int = Field(
         default=10,
-        alias="MEMORY_WORKER_NICE",
+        alias="MEMORY_BACKGROUND_NICE",
         ge=0,
         le=19,
-        description="How much lower a `worker` process schedules itself (Linux nice "
-        "increment, applied at its start) and, on this installation's embedded PostgreSQL, "
-        "its own database connections' server processes; 0 = unchanged.",
+        description="How much lower background work is scheduled (Linux nice increment): a "
+        "`worker` process applies it to itself at start; on this installation's embedded "
+        "PostgreSQL also to the server processes of the worker's connections and of the "
+        "API's bulk writes (forget all, imports, consolidation); 0 = unchanged.",
     )
 
     @field_validator("llm_base_url")
