@@ -2,13 +2,12 @@
 
     python -m bench.noisy_neighbour                   # both modes: 5,000 imported, consolidated
     python -m bench.noisy_neighbour --import-items 1000 --phase-seconds 5     # a quick look
-    python -m bench.noisy_neighbour --modes in-process-nice0,in-process,worker-process
+    python -m bench.noisy_neighbour --modes in-process,worker-process,worker-process-nice0
 
 Each run is `python -m service serve` (a process of its own, on its own embedded PostgreSQL,
 which it starts, as `make run` does) in one of `--modes` (`MODES`: job workers in the API
-process or in the `worker` process serve starts; background work at nice +10 — the worker,
-its database server processes and the API's bulk writes' — or at nice 0), one after the
-other, `--rounds` times; the benchmark's clients and
+process, or in the `worker` process serve starts, at nice +10 with its database server
+processes, or at nice 0), one after the other, `--rounds` times; the benchmark's clients and
 an LLM stand-in (testkit.llm_stub) for extraction and summaries run in this process. User B
 sends `POST /v1/context` with a message never seen before, and every third one a
 `POST /v1/turns`, one after another, for the whole of each phase:
@@ -391,10 +390,9 @@ def _ratio(a: Any, b: Any) -> float | None:
 
 MODES: dict[str, dict[str, str]] = {
     # serve's settings per mode: where the job workers run, and at which priority
-    "in-process": {"MEMORY_WORKER_PROCESS": "false"},  # bulk writes' server processes +10
-    "in-process-nice0": {"MEMORY_WORKER_PROCESS": "false", "MEMORY_BACKGROUND_NICE": "0"},
+    "in-process": {"MEMORY_WORKER_PROCESS": "false"},
     "worker-process": {"MEMORY_WORKER_PROCESS": "true"},  # nice +10, its server processes too
-    "worker-process-nice0": {"MEMORY_WORKER_PROCESS": "true", "MEMORY_BACKGROUND_NICE": "0"},
+    "worker-process-nice0": {"MEMORY_WORKER_PROCESS": "true", "MEMORY_WORKER_NICE": "0"},
 }
 """`--modes`: how `python -m service serve` runs its job workers in each run of the phases."""
 

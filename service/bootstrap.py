@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from service.config import Settings
 from service.embeddings.encoder import Encoder
@@ -122,37 +121,10 @@ def direct_url(settings: Settings, url: str) -> str:
     return settings.listen_database_url or url
 
 
-BULK_POOL_SIZE = 1
-"""Connections of the bulk lane (and as many overflow): one owner's bulk write at a time
-holds one; a second owner's waits for it or takes the overflow one."""
-
-
-def add_bulk_lane(rt: Runtime, *, url: str, pgdata: Path) -> None:
-    """Give `rt` connections for one owner's bulk writes (forget all and other bulk forgets,
-    imports, a consolidation's writes: `Runtime.bulk`) whose server processes run
-    MEMORY_BACKGROUND_NICE lower, when they are processes of the embedded server on `pgdata`
-    (storage/backend_priority.py checks it): on busy cores the inlets' statements on the
-    main pool run first. At most 2 × BULK_POOL_SIZE more connections. Closed by
-    `close_runtime`.
-    """
-    pooled = rt.settings.database_pooler == "transaction"
-    rt.bulk_db = Database.connect(
-        url,
-        pool_size=BULK_POOL_SIZE,
-        server_settings={} if pooled else server_settings(rt.settings),
-    )
-    backend_priority.lower_backends(
-        rt.bulk_db.engine, pgdata=pgdata, by=rt.settings.background_nice
-    )
-
-
 async def close_runtime(rt: Runtime) -> None:
-    """Close what `build_runtime` and `add_bulk_lane` opened (the encoder stays with whoever
-    built it)."""
+    """Close what `build_runtime` opened (the encoder stays with whoever built it)."""
     await rt.llm.aclose()
     await rt.db.dispose()
-    if rt.bulk_db is not None:
-        await rt.bulk_db.dispose()
 
 
 async def migrate_database(url: str) -> None:
@@ -223,10 +195,8 @@ async def open_service(
     the embedded one), migrations applied, the Runtime built and its job queue open.
 
     Args:
-        background: a `worker` process: on the embedded PostgreSQL the server processes of all
-            its connections are scheduled MEMORY_BACKGROUND_NICE lower
-            (storage/backend_priority.py); an API process gets a bulk lane instead
-            (`add_bulk_lane`).
+        background: a `worker` process: on the embedded PostgreSQL the server processes of its
+            connections are scheduled MEMORY_WORKER_NICE lower (storage/backend_priority.py).
 
     Raises:
         DatabaseUnavailable, ConfigurationError: the database or the model cannot be had.
@@ -234,15 +204,11 @@ async def open_service(
     async with database_url(settings) as url:
         await migrate_database(direct_url(settings, url))
         async with open_runtime(settings, url=url, encoder=encoder) as runtime:
-            if settings.database_url is None and settings.background_nice:
+            if background and settings.database_url is None:
                 # only the embedded server of this installation (its checks: the module)
-                pgdata = settings.state_dir / "pgdata"
-                if background:  # all a worker does is background work
-                    backend_priority.lower_backends(
-                        runtime.db.engine, pgdata=pgdata, by=settings.background_nice
-                    )
-                else:
-                    add_bulk_lane(runtime, url=url, pgdata=pgdata)
+                backend_priority.lower_backends(
+                    runtime.db.engine, pgdata=settings.state_dir / "pgdata", by=settings.worker_nice
+                )
             async with runtime.jobs.open_async():
                 # the installation's key of the short ids, the same in every process
                 await install_short_id_key(runtime.db)

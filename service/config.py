@@ -441,22 +441,21 @@ class Settings(BaseSettings):
         "beside `python -m service worker` processes).",
     )
     worker_process: bool = Field(
-        default=False,
+        default=True,
         alias="MEMORY_WORKER_PROCESS",
         description="With MEMORY_RUN_WORKERS, `serve` runs the job workers in a child "
         "`worker` process it starts and stops with itself (the child stops when `serve` "
         "dies; `/readyz` names its state) instead of in the API process "
         "([scaling](docs/scaling.md#workers-in-the-api-process-or-beside-it)).",
     )
-    background_nice: int = Field(
+    worker_nice: int = Field(
         default=10,
-        alias="MEMORY_BACKGROUND_NICE",
+        alias="MEMORY_WORKER_NICE",
         ge=0,
         le=19,
-        description="How much lower background work is scheduled (Linux nice increment): a "
-        "`worker` process applies it to itself at start; on this installation's embedded "
-        "PostgreSQL also to the server processes of the worker's connections and of the "
-        "API's bulk writes (forget all, imports, consolidation); 0 = unchanged.",
+        description="How much lower a `worker` process schedules itself (Linux nice "
+        "increment, applied at its start) and, on this installation's embedded PostgreSQL, "
+        "the server processes of its own connections; 0 = unchanged.",
     )
 
     @field_validator("llm_base_url")
@@ -490,7 +489,8 @@ class Settings(BaseSettings):
     def connection_budget(self) -> int:
         """Most PostgreSQL connections one service process opens: the pool and as many
         overflow, the job queue's pool, the cache-notice listener and the per-owner index
-        refresh (docs/scaling.md sets this against `max_connections`)."""
+        refresh (docs/scaling.md sets this against `max_connections`). `serve` with
+        MEMORY_WORKER_PROCESS is two such processes."""
         return 2 * self.db_pool_size + self.jobs_pool_size + 2
 
     def bearer_key(self) -> str:

@@ -3,7 +3,7 @@
 Run one or more beside API replicas started with MEMORY_RUN_WORKERS=false (docs/scaling.md),
 or let `serve` start one (MEMORY_WORKER_PROCESS=true, `service/jobs/worker_process.py`).
 
-The process schedules itself MEMORY_BACKGROUND_NICE lower at start, before it starts any thread
+The process schedules itself MEMORY_WORKER_NICE lower at start, before it starts any thread
 (Linux keeps the nice value per thread, and new threads inherit their creator's), and on
 the embedded PostgreSQL its connections' server processes too
 (`service/storage/backend_priority.py`): on busy cores the API's inlets run first.
@@ -48,7 +48,7 @@ def worker(
         logging.getLogger("pgserver").setLevel(logging.WARNING)
     try:
         settings = Settings()
-        lower_own_priority(settings.background_nice)
+        lower_own_priority(settings.worker_nice)
         asyncio.run(_run(settings, with_parent=with_parent))
     except MemoryServiceError as exc:
         fail(exc, verbose)

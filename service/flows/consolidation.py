@@ -390,8 +390,7 @@ async def _apply(
     summaries: list[Memory] = []
     merged = pruned = 0
     for clusters, prune in chunks_of(ready, plan.prune, size=params.chunk_size):
-        # the bulk lane: a server process at a lower priority than the inlets' (Runtime.bulk)
-        async with rt.bulk().unit_of_work() as session:
+        async with rt.db.unit_of_work() as session:
             written, merged_here, pruned_here = await _apply_chunk(
                 rt,
                 session,

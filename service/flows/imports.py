@@ -277,8 +277,7 @@ async def run(
         The report; `added` in the order of `items`.
     """
     planned, refused, not_allowed = await _plan(rt, items, cell_for, owner=actor)
-    # the bulk lane: its server process runs at a lower priority than the inlets' (Runtime.bulk)
-    async with rt.bulk().unit_of_work() as session:
+    async with rt.db.unit_of_work() as session:
         for owner in sorted({p.cell.owner_id for p in planned}):
             await store.lock_owner(session, owner_id=owner)
         fresh, duplicates = await _fresh(rt, session, planned, exact=exact, owner=actor)

@@ -559,8 +559,7 @@ async def forget_many(
         forgotten with a later version, are skipped).
     """
     now = datetime.now(UTC)
-    # the bulk lane: its server process runs at a lower priority than the inlets' (Runtime.bulk)
-    async with rt.bulk().unit_of_work() as session:
+    async with rt.db.unit_of_work() as session:
         found = await memories.get_many(session, scope=scope, memory_ids=memory_ids, statuses=LIVE)
         if not found:
             return 0

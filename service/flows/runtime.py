@@ -69,10 +69,6 @@ class Runtime:
     #: libpq URL of a direct (not pooled) connection: cache notices, per-owner index builds;
     #: None = the engine's own URL
     direct_url: str | None = None
-    #: connections for one owner's bulk writes (forget all, imports, a consolidation's
-    #: writes) whose server processes run at a lower priority (bootstrap.add_bulk_lane);
-    #: None = `db`'s own
-    bulk_db: Database | None = None
     relevance_cache: RelevanceCache = field(default_factory=RelevanceCache)
     #: the read path ran once since the start (flows/warmup.py); /readyz waits for it
     warm: bool = False
@@ -87,10 +83,6 @@ class Runtime:
     reminders_none_pending: TTLCache[str, bool] = field(
         default_factory=lambda: TTLCache(maxsize=100_000, ttl=30)
     )
-
-    def bulk(self) -> Database:
-        """The database for one owner's bulk writes: `bulk_db`, else `db`."""
-        return self.bulk_db or self.db
 
     def session_url(self) -> str:
         """The libpq URL of a direct connection for LISTEN and session locks (`direct_url`, else

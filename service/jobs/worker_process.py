@@ -38,9 +38,11 @@ __all__ = ["READY_LINE", "WorkerProcess", "supervised"]
 READY_LINE = b"workers running\n"
 """What the child writes on its standard input socket once its job workers run."""
 
-STOP_WAIT_S = 30.0
+STOP_WAIT_S = 10.0
 """How long `serve` waits for the child to finish its running jobs after SIGTERM (seconds;
-procrastinate lets a running job end) before SIGKILL. Jobs killed then are retried."""
+procrastinate lets a running job end) before SIGKILL; within the 20 s the systemd unit
+(docs/howto/deploy/memory-service.service, TimeoutStopSec) and Docker's 10 s grace leave.
+Jobs killed then run again (procrastinate's stalled-job recovery)."""
 
 
 class WorkerProcess:

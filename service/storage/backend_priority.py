@@ -1,7 +1,7 @@
 """Lower the scheduling priority of a worker's own server processes on the embedded PostgreSQL.
 
 A `worker` process (`python -m service worker`, or the one `serve` starts with
-MEMORY_WORKER_PROCESS) lowers its own nice value at start (MEMORY_BACKGROUND_NICE), but its
+MEMORY_WORKER_PROCESS) lowers its own nice value at start (MEMORY_WORKER_NICE), but its
 heavy statements (a consolidation's writes, an extraction's inserts) run in PostgreSQL's
 server processes, one per connection, which the nice value of the client does not reach. On
 the embedded PostgreSQL of this installation, on this machine, the worker lowers the priority

@@ -10,24 +10,18 @@ import secrets
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from bench.service_process import ServiceProcess, free_port
-from service import bootstrap
-from service.embeddings.encoder import Encoder
-from service.flows import imports
-from service.flows import memories as memory_flow
-from service.storage import backend_priority, memories
+from service.storage import backend_priority
 from service.storage.db import Database
 from testkit.extraction_replies import echo_fact
 from testkit.llm_stub import LLMStub
 from testkit.waiting import wait_until
 from tests.integration.test_scale_out import _turn
-from tests.support.runtimes import runtime_factory
 
 
 def _gone(pid: int) -> bool:
@@ -82,7 +76,7 @@ def test_serve_runs_the_workers_in_a_child_it_stops_and_that_dies_with_it(
         serve.wait_ready(240)
         with httpx.Client(base_url=serve.url, headers=headers, timeout=30) as client:
             worker = _worker_pid(serve, client)
-            # scheduled MEMORY_BACKGROUND_NICE (10) lower than serve, which runs at its own
+            # scheduled MEMORY_WORKER_NICE (10) lower than serve, which runs at its own
             assert os.getpriority(os.PRIO_PROCESS, worker) == min(
                 19, os.getpriority(os.PRIO_PROCESS, serve.pid) + 10
             )
@@ -137,51 +131,3 @@ async def test_a_workers_server_processes_run_lower_only_on_its_own_data_folder(
     assert found["own"][0] == min(19, base + 7)
     assert found["other"][0] == base
     assert not backend_priority.serves_data_folder(found["other"][1], elsewhere)
-
-
-async def test_bulk_writes_go_through_the_bulk_lane_whose_server_process_runs_lower(
-    pg_server: object, database_url: str, encoder: Encoder, tmp_path: Path
-) -> None:
-    """Forget all and an import (issue 26: they cost another user's inlet PostgreSQL CPU:
-    11 s of server CPU for a forget all of 5,000, in the API's own server processes) write
-    on the bulk lane, whose server process runs MEMORY_BACKGROUND_NICE lower; the inlets'
-    pool keeps its priority. Asserted on the statements each engine ran."""
-    pgdata = Path(str(pg_server.pgdata))  # type: ignore[attr-defined]
-    postmaster = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
-    base = os.getpriority(os.PRIO_PROCESS, postmaster)
-    async with runtime_factory(database_url, encoder, tmp_path) as build:
-        rt = build(MEMORY_BACKGROUND_NICE="6")
-        bootstrap.add_bulk_lane(rt, url=database_url, pgdata=pgdata)
-        assert rt.bulk_db is not None
-        seen: dict[str, list[str]] = {"main": [], "bulk": []}
-        for name, db in (("main", rt.db), ("bulk", rt.bulk_db)):
-
-            @event.listens_for(db.engine.sync_engine, "before_cursor_execute")
-            def _record(_c: Any, _cur: Any, sql: str, *_a: Any, _name: str = name) -> None:
-                seen[_name].append(sql)
-
-        export = [
-            {
-                "content": f"User keeps a plant called number {i}",
-                "bank": "personal",
-                "created_at": "2026-01-01T00:00:00+00:00",
-            }
-            for i in range(30)
-        ]
-        async with rt.jobs.open_async():
-            result = await imports.restore_export(rt, user_id="ana", data=export, actor="t")
-            assert result.as_json()["added"] == 30
-            scope = memory_flow.owned_scope("ana")
-            async with rt.db.unit_of_work() as session:
-                rows = await memories.export_rows(session, scope=scope)
-            assert await memory_flow.forget_all_of(rt, scope=scope, rows=rows, actor="t") == 30
-        async with rt.bulk_db.reads() as session:
-            pid = int((await session.execute(text("SELECT pg_backend_pid()"))).scalar_one())
-        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, base + 6)
-
-    def writes(name: str, verb: str) -> int:
-        return sum(s.lstrip().upper().startswith(f"{verb} ") for s in seen[name])
-
-    assert writes("bulk", "INSERT INTO MEMORIES") >= 1 and writes("bulk", "UPDATE MEMORIES") >= 1
-    assert writes("main", "INSERT INTO MEMORIES") == 0
-    assert writes("main", "UPDATE MEMORIES") == 0

@@ -15,7 +15,7 @@ def test_settings_read_back_from_their_environment_are_the_same() -> None:
         LLM_API_KEY="llm-key",
         MEMORY_RUN_WORKERS=True,
         MEMORY_WORKER_PROCESS=True,
-        MEMORY_BACKGROUND_NICE=3,
+        MEMORY_WORKER_NICE=3,
         DATABASE_URL="postgresql://u:p@db:5432/memory",
     )
     env = given.environment()
