@@ -30,7 +30,7 @@ install: $(RUN_STAMP) ## create .venv and install the service (no torch)
 
 install-dev: $(STAMP) ## the service plus the test, reliability and lint tools (with CPU torch)
 
-run: $(RUN_STAMP) ## serve the API on 127.0.0.1 with embedded PostgreSQL and in-process workers
+run: $(RUN_STAMP) ## serve the API on 127.0.0.1 with embedded PostgreSQL and a worker process (MEMORY_WORKER_PROCESS)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m service serve
 
 test: $(STAMP) ## the whole test suite (installs Debian's pgbouncer for the pooler test if missing)

@@ -1,13 +1,16 @@
 """Noisy neighbour (issue 26): user B chats while user A does heavy things, on one service.
 
-    python -m bench.noisy_neighbour                          # 5,000 imported, consolidated
+    python -m bench.noisy_neighbour                   # both modes: 5,000 imported, consolidated
     python -m bench.noisy_neighbour --import-items 1000 --phase-seconds 5     # a quick look
-    python -m bench.noisy_neighbour --separate-worker       # workers in their own process
+    python -m bench.noisy_neighbour --modes in-process,worker-process,worker-process-nice0
 
-One service (uvicorn in a thread, in-process job workers as `serve` runs them) on an embedded
-PostgreSQL, an LLM stand-in (testkit.llm_stub) for extraction and summaries. User B sends
-`POST /v1/context` with a message never seen before, and every third one a `POST /v1/turns`,
-one after another, for the whole of each phase:
+Each run is `python -m service serve` (a process of its own, on its own embedded PostgreSQL,
+which it starts, as `make run` does) in one of `--modes` (`MODES`: job workers in the API
+process, or in the `worker` process serve starts, at nice +10 with its database server
+processes, or at nice 0), one after the other, `--rounds` times; the benchmark's clients and
+an LLM stand-in (testkit.llm_stub) for extraction and summaries run in this process. User B
+sends `POST /v1/context` with a message never seen before, and every third one a
+`POST /v1/turns`, one after another, for the whole of each phase:
 
 - **alone**: nothing else runs (`--phase-seconds`);
 - **import**: A restores an export of `--import-items` memories (`POST …/memories/import`);
@@ -26,9 +29,9 @@ one after another, for the whole of each phase:
 memories of its own (imported before `alone`), so its inlet ranks something.
 
 Reported per phase: B's inlet p50 / p95 and their ratio to B alone, how many of B's calls
-took longer than the filter's 0.8 s inlet timeout, and how long A's operation took. Goal
-(issue 26): every ratio ≤ 1.5 and none past the timeout. Figures: bench/results/
-noisy_neighbour.json and .md.
+took longer than the filter's 0.8 s inlet timeout, how long A's operation took and the load
+average. Goal (issue 26): every ratio ≤ 1.5 and none past the timeout. Figures: bench/results/
+noisy_neighbour_modes.json and .md (`--name`).
 """
 
 from __future__ import annotations
@@ -177,15 +180,23 @@ class _UserA:
     db_url: str
     args: argparse.Namespace
     rng: np.random.Generator
+    export_body: bytes = b""
 
     async def scalar(self, sql: str, *params: Any) -> Any:
         row = await (await self.conn.execute(sql, params)).fetchone()
         return row[0] if row else None
 
+    def prepare_import(self) -> None:
+        """Make A's export (0.2 s of CPU for 5,000) before the phase: B's client shares this
+        process, and the client's work is not the service's."""
+        export = export_of(self.args.import_items, rng=self.rng)
+        self.export_body = json.dumps(export).encode()
+
     async def import_memories(self) -> Any:
         answer = await self.client.post(
             f"/v1/users/{USER_A}/memories/import",
-            json=export_of(self.args.import_items, rng=self.rng),
+            content=self.export_body,
+            headers={"Content-Type": "application/json"},
         )
         answer.raise_for_status()
         return answer.json()
@@ -284,6 +295,7 @@ async def _phase(
     row |= {"detail": detail} | percentiles(times)
     row["past_filter_timeout"] = sum(t > FILTER_TIMEOUT_MS for t in times)
     row["degraded"] = quiet.degraded - degraded_before
+    row["loadavg_1min"] = round(os.getloadavg()[0], 2)
     print(f"[{name}] B p50 {row['p50_ms']} ms p95 {row['p95_ms']} ms; A {took}", flush=True)
     return row
 
@@ -319,6 +331,8 @@ async def run_phases(base_url: str, api_key: str, db_url: str, args: argparse.Na
         for key, name, operation in operations:
             if key == "huge":
                 huge_answer()  # made before the phase starts (see its docstring)
+            if key == "import":
+                user_a.prepare_import()
             if key in args.phases:
                 phases.append(await _phase(quiet, name, operation, args.phase_seconds))
     alone = phases[0]
@@ -370,143 +384,172 @@ async def crowd_rows(
     return rows
 
 
-async def _workers_up(url: str) -> bool:
-    import psycopg
-
-    async with await psycopg.AsyncConnection.connect(url) as conn:
-        row = await (
-            await conn.execute(
-                "SELECT count(*) FROM procrastinate_workers"
-                " WHERE last_heartbeat > now() - interval '30 seconds'"
-            )
-        ).fetchone()
-    return bool(row and row[0])
-
-
 def _ratio(a: Any, b: Any) -> float | None:
     return round(float(a) / float(b), 2) if a is not None and b else None
 
 
-async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    """Start PostgreSQL, the LLM stand-in and the service; run the phases."""
-    from service.embeddings.encoder import Encoder
-    from service.storage import migrate
-    from service.storage.db import start_embedded
-    from testkit.live_service import LiveService
-    from testkit.llm_stub import LLMStub
+MODES: dict[str, dict[str, str]] = {
+    # serve's settings per mode: where the job workers run, and at which priority
+    "in-process": {"MEMORY_WORKER_PROCESS": "false"},
+    "worker-process": {"MEMORY_WORKER_PROCESS": "true"},  # nice +10, its server processes too
+    "worker-process-nice0": {"MEMORY_WORKER_PROCESS": "true", "MEMORY_WORKER_NICE": "0"},
+}
+"""`--modes`: how `python -m service serve` runs its job workers in each run of the phases."""
 
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="noisy-neighbour-") as tmp:
-        url, server = start_embedded(Path(tmp))
-        try:
-            migrate.upgrade(url)
-            encoder = Encoder(onnx_dir=Path(tmp) / "models")
-            # A holds the whole import; its consolidation is a limit run at the cap
-            env = {
-                "MEMORY_CAP": str(max(args.import_items, args.b_memories)),
-                "MEMORY_CONTEXT_DEADLINE_S": "0.5",
-                "MEMORY_BATCH_MESSAGES": "1",  # each turn extracted at once, in either mode
-            }
-            with LLMStub(responder=responder) as llm:
-                worker = None
-                if args.separate_worker:
-                    worker = ServiceProcess(
-                        state_dir=Path(tmp) / "worker",
-                        port=free_port(),
-                        api_key="noisy-neighbour",
-                        llm_base_url=llm.base_url,
-                        llm_model="stub-model",
-                        log_path=Path(tmp) / "worker.log",
-                        env={"DATABASE_URL": url, **env},
-                        command="worker",
-                    )
-                    worker.start()
-                    await _until(lambda: _workers_up(url), timeout_s=300)
-                live = LiveService.start(
-                    database_url=url,
-                    encoder=encoder,
-                    state_dir=Path(tmp) / "state",
-                    env={
-                        "LLM_BASE_URL": llm.base_url,
-                        "LLM_MODEL": "stub-model",
-                        "MEMORY_RUN_WORKERS": "false" if args.separate_worker else "true",
-                        **env,
-                    },
-                    timeout_s=300,
-                )
-                try:
-                    results: dict[str, Any] = await run_phases(
-                        live.base_url, live.api_key, url, args
-                    )
-                finally:
-                    live.stop()
-                    if worker is not None:
-                        worker.terminate()
-            encoder.close()
-        finally:
-            server.cleanup()
-    results["meta"] = {
-        "import_items": args.import_items,
-        "phase_seconds": args.phase_seconds,
-        "seed": args.seed,
-        "b_memories": args.b_memories,
-        "phases_run": list(args.phases),
-        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
-        "workers": "a separate worker process (MEMORY_RUN_WORKERS=false)"
-        if args.separate_worker
-        else "in-process (serve's default)",
-        "runtime_s": round(time.perf_counter() - started, 1),
-        "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+
+async def run_mode(mode: str, args: argparse.Namespace, tmp: Path, llm_url: str) -> Any:
+    """`python -m service serve` in `mode` on its own embedded PostgreSQL (a fresh state
+    folder, started by the service as `make run` starts it); every phase; its rows."""
+    from service.storage.db import start_embedded
+
+    state = tmp / mode
+    # A holds the whole import; its consolidation is a limit run at the cap
+    env = {
+        "MEMORY_CAP": str(max(args.import_items, args.b_memories)),
+        "MEMORY_CONTEXT_DEADLINE_S": "0.5",
+        "MEMORY_BATCH_MESSAGES": "1",  # each turn extracted at once, in either mode
+        **MODES[mode],
     }
+    service = ServiceProcess(
+        state_dir=state,
+        port=args.port or free_port(),
+        api_key="noisy-neighbour",
+        llm_base_url=llm_url,
+        llm_model="stub-model",
+        log_path=(args.log_dir or tmp) / f"{tmp.name}-{mode}.log",
+        env=env,
+    )
+    service.start()
+    try:
+        service.wait_ready(timeout_s=300)
+        # a handle on the service's own embedded server, for A's checks and job
+        url, server = start_embedded(state)
+        try:
+            results: dict[str, Any] = await run_phases(service.url, "noisy-neighbour", url, args)
+        finally:
+            service.terminate()
+            server.cleanup()
+    finally:
+        service.terminate()
+    results["mode"] = mode
     return results
 
 
-def render_markdown(results: dict[str, Any]) -> str:
-    meta = results["meta"]
+async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    """Start the LLM stand-in; run every phase for each of `args.modes` in turn
+    (`args.rounds` times), each mode a `serve` of its own."""
+    from testkit.llm_stub import LLMStub
+
+    started = time.perf_counter()
+    runs: list[dict[str, Any]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="noisy-neighbour-") as tmp,
+        LLMStub(responder=responder) as llm,
+    ):
+        for round_no in range(1, args.rounds + 1):
+            for mode in args.modes:
+                print(f"=== round {round_no}, workers {mode}", flush=True)
+                run = await run_mode(mode, args, Path(tmp) / f"r{round_no}", llm.base_url)
+                run["round"] = round_no
+                runs.append(run)
+    return {
+        "runs": runs,
+        "meta": {
+            "import_items": args.import_items,
+            "phase_seconds": args.phase_seconds,
+            "seed": args.seed,
+            "b_memories": args.b_memories,
+            "phases_run": list(args.phases),
+            "modes": list(args.modes),
+            "rounds": args.rounds,
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+            "runtime_s": round(time.perf_counter() - started, 1),
+            "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    }
+
+
+def _mode_table(run: dict[str, Any]) -> list[str]:
     lines = [
-        "# Noisy neighbour: user B's inlet while user A does heavy things",
-        "",
-        f"Finished {meta['finished']} in {meta['runtime_s']:.0f} s; A imports "
-        f"{meta['import_items']:,} memories; B holds {meta.get('b_memories', 0):,}; load "
-        f"average at the end {meta.get('loadavg_at_end')} (1/5/15 min, 2 shared cores); "
-        f"workers {meta['workers']}. Times in ms; ratio = "
-        "B's figure in the phase / B alone. Goal (issue 26): ≤ 1.5 and 0 past the filter's "
-        "0.8 s inlet timeout.",
-        "",
-        "`degraded` = B's answers past the service's own 0.5 s deadline (cached profile only).",
-        "",
         "| phase | B's calls | B p50 | B p95 | ratio p50 | ratio p95 | past 0.8 s | degraded "
-        "| A took (s) | A's result |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| A took (s) | load (1 min) | A's result |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for row in results["phases"]:
+    for row in run["phases"]:
         detail = row["detail"]
         shown = json.dumps(detail) if isinstance(detail, dict) else (detail or "")
         lines.append(
             f"| {row['phase']} | {row['n']} | {row['p50_ms']} | {row['p95_ms']} "
             f"| {row['ratio_p50']} | {row['ratio_p95']} | {row['past_filter_timeout']} "
             f"| {row['degraded']} | {'–' if row['a_seconds'] is None else row['a_seconds']} "
-            f"| {shown[:120]} |"
+            f"| {row.get('loadavg_1min', '')} | {shown[:100]} |"
         )
-    if results.get("users"):
+    if run.get("users"):
         lines += [
-            "",
-            "## Users at once (ratio = their figure / one user's)",
-            "",
-            "Each user starts at a random moment within one think time, sends a message "
-            "never seen before, reads for the think time ±50 %, sends the next; every third "
-            "message is also handed over as a turn.",
             "",
             "| users | think s | calls | inlets/s | p50 | p95 | ratio p50 | ratio p95 "
             "| past 0.8 s | degraded | load avg (max) |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for row in results["users"]:
+        for row in run["users"]:
             lines.append(
                 f"| {row['users']} | {row['think_s']} | {row['n']} | {row['inlets_per_s']} "
                 f"| {row['p50_ms']} | {row['p95_ms']} | {row['ratio_p50']} | {row['ratio_p95']} "
                 f"| {row['past_filter_timeout']} | {row['degraded']} | {row['loadavg_1min']} |"
             )
+    return lines
+
+
+def _comparison(runs: list[dict[str, Any]]) -> list[str]:
+    """One row per phase, one column per run: ratio p50 / p95, past 0.8 s (load)."""
+    names = [f"round {r['round']} {r['mode']}" for r in runs]
+    lines = ["| phase | " + " | ".join(names) + " |", "|---|" + "---|" * len(runs)]
+    for i, row in enumerate(runs[0]["phases"]):
+        cells = []
+        for run in runs:
+            other = run["phases"][i]
+            cells.append(
+                f"{other['ratio_p50']} / {other['ratio_p95']}, {other['past_filter_timeout']}"
+                f" ({other.get('loadavg_1min', '')})"
+            )
+        lines.append(f"| {row['phase']} | " + " | ".join(cells) + " |")
+    for i, row in enumerate(runs[0].get("users") or []):
+        cells = [
+            f"{run['users'][i]['ratio_p50']} / {run['users'][i]['ratio_p95']}, "
+            f"{run['users'][i]['past_filter_timeout']} ({run['users'][i]['loadavg_1min']})"
+            for run in runs
+        ]
+        lines.append(f"| {row['users']} users | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    """The results as a Markdown page: the modes side by side, then each run's tables."""
+    meta = results["meta"]
+    lines = [
+        "# Noisy neighbour: user B's inlet while user A does heavy things",
+        "",
+        f"Finished {meta['finished']} in {meta['runtime_s']:.0f} s; A imports "
+        f"{meta['import_items']:,} memories; B holds {meta.get('b_memories', 0):,}; load "
+        f"average at the end {meta.get('loadavg_at_end')} (1/5/15 min, 2 shared cores). "
+        "Each run is `python -m service serve` on its own embedded PostgreSQL (started by the "
+        "service), the benchmark's clients and the LLM stand-in in another process; modes "
+        "(where serve runs the job workers) one after the other: "
+        + ", ".join(
+            f"`{m}` ({', '.join(f'{k}={v}' for k, v in MODES[m].items())})" for m in meta["modes"]
+        )
+        + ". Times in ms; ratio = B's figure in the phase / B alone in the same run. Goal "
+        "(issue 26): ≤ 1.5 and 0 past the filter's 0.8 s inlet timeout.",
+        "",
+        "## Side by side: ratio p50 / p95, B's calls past 0.8 s (load average, 1 min, at the "
+        "phase's end; users: its max)",
+        "",
+        *_comparison(results["runs"]),
+        "",
+        "`degraded` = B's answers past the service's own 0.5 s deadline (cached profile only).",
+    ]
+    for run in results["runs"]:
+        lines += ["", f"## Round {run['round']}, workers {run['mode']}", "", *_mode_table(run)]
     return "\n".join(lines) + "\n"
 
 
@@ -531,21 +574,27 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--think-seconds", type=float, default=2.0, help="users phase")
     parser.add_argument("--b-memories", type=int, default=200, help="B's own memories")
     parser.add_argument(
-        "--separate-worker",
-        action="store_true",
-        help="job workers in a `worker` process beside the API (MEMORY_RUN_WORKERS=false)",
+        "--modes",
+        type=lambda text: [m.strip() for m in text.split(",") if m.strip()],
+        default=["in-process", "worker-process"],
+        help="where serve runs the job workers, one run each in this order: " + ", ".join(MODES),
     )
+    parser.add_argument("--log-dir", type=Path, default=None, help="keep serve's logs here")
+    parser.add_argument("--rounds", type=int, default=1, help="run the modes this many times")
+    parser.add_argument("--port", type=int, default=0, help="serve's port (0: a free one)")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
+    parser.add_argument("--name", default="noisy_neighbour_modes", help="files' name (.json/.md)")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
+    unknown = set(args.modes) - set(MODES)
+    if unknown:
+        raise SystemExit(f"unknown mode {sorted(unknown)}: choose from {', '.join(MODES)}")
     results = asyncio.run(run_benchmark(args))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    base = args.out_dir / (
-        "noisy_neighbour_separate_worker" if args.separate_worker else "noisy_neighbour"
-    )
+    base = args.out_dir / args.name
     base.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     base.with_suffix(".md").write_text(render_markdown(results), encoding="utf-8")
     print(render_markdown(results))

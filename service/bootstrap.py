@@ -20,7 +20,7 @@ from service.flows.runtime import Runtime
 from service.jobs.app import build_job_app, retry_policy_of
 from service.jobs.queue import ProcrastinateQueue
 from service.llm.client import LLMClient
-from service.storage import hybrid_search, migrate
+from service.storage import backend_priority, hybrid_search, migrate
 from service.storage.db import Database, libpq_url, start_embedded
 
 
@@ -189,20 +189,27 @@ async def open_runtime(
 
 @contextlib.asynccontextmanager
 async def open_service(
-    settings: Settings, *, encoder: Encoder | None = None
+    settings: Settings, *, encoder: Encoder | None = None, background: bool = False
 ) -> AsyncIterator[Runtime]:
     """Everything a service process (`serve` or `worker`) needs: the database (DATABASE_URL or
     the embedded one), migrations applied, the Runtime built and its job queue open.
+
+    Args:
+        background: a `worker` process: on the embedded PostgreSQL the server processes of its
+            connections are scheduled MEMORY_WORKER_NICE lower (storage/backend_priority.py).
 
     Raises:
         DatabaseUnavailable, ConfigurationError: the database or the model cannot be had.
     """
     async with database_url(settings) as url:
         await migrate_database(direct_url(settings, url))
-        async with (
-            open_runtime(settings, url=url, encoder=encoder) as runtime,
-            runtime.jobs.open_async(),
-        ):
-            # the installation's key of the short ids, the same in every process
-            await install_short_id_key(runtime.db)
-            yield runtime
+        async with open_runtime(settings, url=url, encoder=encoder) as runtime:
+            if background and settings.database_url is None:
+                # only the embedded server of this installation (its checks: the module)
+                backend_priority.lower_backends(
+                    runtime.db.engine, pgdata=settings.state_dir / "pgdata", by=settings.worker_nice
+                )
+            async with runtime.jobs.open_async():
+                # the installation's key of the short ids, the same in every process
+                await install_short_id_key(runtime.db)
+                yield runtime

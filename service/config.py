@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import secrets
 from pathlib import Path
 from typing import Literal
@@ -476,11 +477,46 @@ class Settings(BaseSettings):
         description="Run the job workers inside the API process (`false` for API replicas "
         "beside `python -m service worker` processes).",
     )
+    worker_process: bool = Field(
+        default=True,
+        alias="MEMORY_WORKER_PROCESS",
+        description="With MEMORY_RUN_WORKERS, `serve` runs the job workers in a child "
+        "`worker` process it starts and stops with itself (the child stops when `serve` "
+        "dies; `/readyz` names its state) instead of in the API process "
+        "([scaling](docs/scaling.md#workers-in-the-api-process-or-beside-it)).",
+    )
+    worker_nice: int = Field(
+        default=10,
+        alias="MEMORY_WORKER_NICE",
+        ge=0,
+        le=19,
+        description="How much lower a `worker` process schedules itself (Linux nice "
+        "increment, applied at its start) and, on this installation's embedded PostgreSQL, "
+        "the server processes of its own connections; 0 = unchanged.",
+    )
 
     @field_validator("llm_base_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
+
+    def environment(self) -> dict[str, str]:
+        """These settings as environment variables ({alias: text}; unset ones left out), for a
+        child process that must run with the same ones (`serve`'s worker process)."""
+        env: dict[str, str] = {}
+        for name, spec in type(self).model_fields.items():
+            value = getattr(self, name)
+            if value is None or spec.alias is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            if isinstance(value, bool):
+                env[spec.alias] = "true" if value else "false"
+            elif isinstance(value, list | tuple | dict | set):
+                env[spec.alias] = json.dumps(list(value) if isinstance(value, set) else value)
+            else:
+                env[spec.alias] = str(value)
+        return env
 
     @property
     def llm_configured(self) -> bool:
@@ -490,7 +526,8 @@ class Settings(BaseSettings):
     def connection_budget(self) -> int:
         """Most PostgreSQL connections one service process opens: the pool and as many
         overflow, the job queue's pool, the cache-notice listener and the per-owner index
-        refresh (docs/scaling.md sets this against `max_connections`)."""
+        refresh (docs/scaling.md sets this against `max_connections`). `serve` with
+        MEMORY_WORKER_PROCESS is two such processes."""
         return 2 * self.db_pool_size + self.jobs_pool_size + 2
 
     def bearer_key(self) -> str:

@@ -57,6 +57,9 @@ class LiveService:
             "MEMORY_STATE_DIR": str(state_dir),
             "MEMORY_CONTEXT_DEADLINE_S": "20",
             "MEMORY_BATCH_MESSAGES": "1",
+            # the job workers in this process, on the test's encoder and stubs (a test of the
+            # worker process starts `serve` itself: tests/integration/test_worker_process.py)
+            "MEMORY_WORKER_PROCESS": "false",
         }
         values.update(env or {})
         settings = Settings(**values)

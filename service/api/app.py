@@ -28,7 +28,7 @@ from service.api.routes import (
 from service.config import Settings
 from service.embeddings.encoder import Encoder
 from service.flows import warmup
-from service.jobs import background
+from service.jobs import background, worker_process
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +47,22 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     Nothing connects or loads at call time: the lifespan builds the Runtime
     (`bootstrap.open_service`: PostgreSQL, embedded unless DATABASE_URL is set, migrations, the
     embedding model unless `encoder` is given, as tests do to share one, the job queue) and
-    starts the in-process workers unless MEMORY_RUN_WORKERS=false (`jobs.background`), then
+    starts the job workers unless MEMORY_RUN_WORKERS=false: in this process (`jobs.background`),
+    or with MEMORY_WORKER_PROCESS in a child `worker` process (`jobs.worker_process`), then
     warms the read path (`flows.warmup`): /readyz answers ready once that is done.
     """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         observability.configure_logging(settings.log_format)
+        separate = settings.run_workers and settings.worker_process
         async with (
             bootstrap.open_service(settings, encoder=encoder) as runtime,
-            background.running(runtime, workers=settings.run_workers),
+            background.running(runtime, workers=settings.run_workers and not separate),
+            # started once the database is up and migrated, stopped before it closes
+            worker_process.supervised(settings, enabled=separate) as child,
         ):
+            app.state.worker_process = child
             app.state.runtime = runtime
             # /healthz answers at once; /readyz once the read path ran (flows/warmup.py)
             warming = asyncio.create_task(warmup.run(runtime), name="warm-up")
@@ -77,6 +82,12 @@ def create_app(settings: Settings, *, encoder: Encoder | None = None) -> FastAPI
     )
     app.state.api_key = settings.bearer_key()
     app.state.runtime = None
+    app.state.worker_process = None
+    app.state.workers = (
+        ("worker process" if settings.worker_process else "in-process")
+        if settings.run_workers
+        else "not here (MEMORY_RUN_WORKERS=false)"
+    )
     errors.install(app)
     app.add_middleware(observability.MetricsMiddleware)
     # Added after the metrics, so it runs before them: no body is read before the key and its

@@ -69,8 +69,9 @@ def serve(
     port: int | None = typer.Option(None, help="Port (default MEMORY_PORT)."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Tracebacks and debug logs."),
 ) -> None:
-    """Run the API and, unless MEMORY_RUN_WORKERS=false, the job workers (embedded PostgreSQL
-    unless DATABASE_URL is set)."""
+    """Run the API and, unless MEMORY_RUN_WORKERS=false, the job workers in a `worker` process
+    it starts and stops with itself (in this process with MEMORY_WORKER_PROCESS=false);
+    embedded PostgreSQL unless DATABASE_URL is set."""
     import uvicorn
 
     from service.api.app import create_app

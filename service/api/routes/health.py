@@ -28,17 +28,27 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    """200 when the database, its migrations and the embedding model are ready and the read
-    path has run once (flows/warmup.py: the first turn is served like any other), else 503."""
+    """200 when the database, its migrations and the embedding model are ready, the read
+    path has run once (flows/warmup.py: the first turn is served like any other) and, with
+    MEMORY_WORKER_PROCESS, the worker process has started once; else 503. The body's
+    `workers` says where the job workers run and whether the worker process is up now."""
     runtime = getattr(request.app.state, "runtime", None)
     if runtime is None:
         return JSONResponse(status_code=503, content={"status": "starting"})
     if not runtime.warm:
         return JSONResponse(status_code=503, content={"status": "warming up"})
+    child = getattr(request.app.state, "worker_process", None)
+    if child is not None and not child.ever_up:
+        # ready means turns get extracted too: not before the worker process first ran
+        return JSONResponse(
+            status_code=503,
+            content={"status": "starting the worker process", "workers": "starting"},
+        )
     body: dict[str, Any] = {
         "status": "ready",
         "embedding_model": runtime.encoder.model_name,
         "llm": "configured" if runtime.llm.configured else "not configured",
+        "workers": workers_state(request),
     }
     try:
         await runtime.db.ping()
@@ -50,6 +60,15 @@ async def readyz(request: Request) -> JSONResponse:
             content["detail"] = str(exc)
         return JSONResponse(status_code=503, content=content)
     return JSONResponse(status_code=200, content=body)
+
+
+def workers_state(request: Request) -> str:
+    """Where this process's job workers run: "in-process", "worker process up (pid N)",
+    "worker process down: …" (it is being started again), or "not here (…)"."""
+    child = getattr(request.app.state, "worker_process", None)
+    if child is not None:
+        return f"worker process {child.state}"
+    return str(getattr(request.app.state, "workers", "in-process"))
 
 
 @router.get("/v1/status", response_model=StatusRead, dependencies=[Depends(require_key)])
