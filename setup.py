@@ -1,7 +1,8 @@
 """Build step only (the project is described in pyproject.toml): the wheel carries copies of
 migrations/ and the Open WebUI files of filter/ inside the package, as service/bundled/, so a
 non-editable install can migrate and install the filter. The source folders stay where they
-are; service/resources.py finds either."""
+are; service/resources.py finds either.
+"""
 
 from __future__ import annotations
 

@@ -164,7 +164,8 @@ def path_hints(
 ) -> list[str]:
     """Paths the query names (utils/memory.py::memory_path_hints): the whole path or its last
     segment inside the lower-cased query, or any segment of 3+ characters; memories visited
-    by (path, content, id), at most `limit` paths."""
+    by (path, content, id), at most `limit` paths.
+    """
     lowered = query.lower()
     if not lowered:
         return []
@@ -186,7 +187,8 @@ def path_hints(
 
 def _neighbours(memories: Sequence[OwuiMemory], hint: str, limit: int) -> list[OwuiMemory]:
     """`context` memories related to path `hint` (utils/memory.py::search_memory_rows with
-    path=hint, memory_type='context'), nearest path first, then newest, then id."""
+    path=hint, memory_type='context'), nearest path first, then newest, then id.
+    """
     base = _parts(hint)[-1] if _parts(hint) else hint
 
     def related(m: OwuiMemory) -> bool:
@@ -254,7 +256,8 @@ def _owui_sections(
     memories: Sequence[OwuiMemory], query: str, ranked_ids: Sequence[str]
 ) -> dict[str, list[tuple[str, str]]]:
     """(label, id) per section: every user memory, the hinted paths' neighbours, then the
-    vector search's top k; each memory in the first section that takes it."""
+    vector search's top k; each memory in the first section that takes it.
+    """
     by_id = {m.id: m for m in memories}
     sections: dict[str, list[tuple[str, str]]] = {"user": [], "neighborhood": [], "context": []}
     seen: set[str] = set()
@@ -281,7 +284,8 @@ def _owui_parts(
     sections: dict[str, list[tuple[str, str]]],
 ) -> list[tuple[str, list[tuple[str, str]]]]:
     """Each non-empty section as (title line, [(line, id)]), in add_memory_context's order,
-    its lines sorted case-insensitively."""
+    its lines sorted case-insensitively.
+    """
     parts: list[tuple[str, list[tuple[str, str]]]] = []
     for title, key in (
         ("User Memory", "user"),
@@ -298,7 +302,8 @@ def _owui_cut(
     group: list[tuple[str, list[tuple[str, str]]]], limit: int
 ) -> tuple[str, list[str], list[str]]:
     """The group's text cut at `limit` characters, the ids whose line is inside it in full,
-    and the ids whose line the cut goes through."""
+    and the ids whose line the cut goes through.
+    """
     # the group's text is its sections joined by a blank line, each "title\nline\nline"
     joined, spans = "", []
     for title, lines in group:

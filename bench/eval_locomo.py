@@ -465,7 +465,8 @@ class Evaluation:
 
     async def _wait_queue_empty(self) -> tuple[bool, dict[str, Any]]:
         """Wait until the service has no turn waiting for extraction (`turns_queued == 0`; a
-        turn is queued as soon as the outlet's POST is answered). Returns (drained, status)."""
+        turn is queued as soon as the outlet's POST is answered). Returns (drained, status).
+        """
         baseline = await self.client.status()
         finished = int(baseline.get("turns_done", 0)) + int(baseline.get("turns_failed", 0))
         return await self.client.wait_drained(

@@ -97,7 +97,8 @@ def judge_messages(question: str, gold: str, answer: str) -> list[dict[str, str]
 
 def clean_answer(text: str) -> str:
     """An answer without reasoning blocks (`<think>…</think>`, which reasoning models emit
-    before the answer), stripped; what is graded and scored."""
+    before the answer), stripped; what is graded and scored.
+    """
     cleaned = _REASONING.sub("", text or "")
     # a reasoning block cut off by the token limit has no answer after it
     cut = re.search(r"<(think|thinking|reasoning)>", cleaned, re.IGNORECASE)

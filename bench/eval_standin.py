@@ -130,7 +130,8 @@ class StandIn:
 
     def _extractor(self, request: Mapping[str, Any]) -> LocomoResponder:
         """The extractor of the conversation whose speaker the request names (else the first;
-        two conversations with a speaker of the same name share the first one's)."""
+        two conversations with a speaker of the same name share the first one's).
+        """
         text = "\n".join(
             str(m.get("content", "")) for m in request.get("messages") or [] if isinstance(m, dict)
         )

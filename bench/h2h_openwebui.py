@@ -133,7 +133,8 @@ def pick_questions(
     replayed: Collection[str] | None = None,
 ) -> list[QAItem]:
     """Questions whose evidence all lies in `sessions` (and, when given, in the `replayed`
-    dia_ids: a replay cut by `--max-turns`), in dataset order, at most `limit`."""
+    dia_ids: a replay cut by `--max-turns`), in dataset order, at most `limit`.
+    """
     prefixes = tuple(f"D{n}:" for n in sessions)
     return [
         q
@@ -169,7 +170,8 @@ class Instance:
 
 def _ports(journal: Journal, arm: str) -> dict[str, Any]:
     """Ports and key of an arm, fixed at its first start: Open WebUI keeps the model URL
-    and the filter's service URL in its database, so a resumed run must reuse them."""
+    and the filter's service URL in its database, so a resumed run must reuse them.
+    """
     key = f"{arm}/ports"
     if not journal.done(key):
         journal.add(
@@ -353,7 +355,8 @@ def _replace_reply(client: OpenWebUIClient, chat_id: str, message_id: str, text:
 def _wait_review(relay: ModelRelay, mark: int, *, appear_s: float = 60.0) -> bool:
     """Wait for the built-in review this turn started to answer; False when none came.
 
-    A turn is journaled only after its review, so a resumed run never loses one."""
+    A turn is journaled only after its review, so a resumed run never loses one.
+    """
     started = time.monotonic()
     while True:
         reviews = [r for r in relay.since(mark) if REVIEW_MARK in system_text(r.body)]
@@ -428,7 +431,8 @@ def _relay_idle(relay: ModelRelay, quiet_s: float) -> bool:
 
 def drain(instance: Instance) -> None:
     """Wait until the arm's learning has finished: the built-in review's last call has
-    answered (nothing in flight at the relay for 20 s), or the service's queue is empty."""
+    answered (nothing in flight at the relay for 20 s), or the service's queue is empty.
+    """
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     while time.monotonic() < deadline:
         if instance.service is not None:
@@ -565,7 +569,8 @@ def build_results(
     replayed: Collection[str],
 ) -> dict[str, Any]:
     """The run's figures from the journal; facts and turns are those of the `replayed`
-    dia_ids (a fact counts when one of the turns it cites was replayed)."""
+    dia_ids (a fact counts when one of the turns it cites was replayed).
+    """
     sample = load_conversation(args.data, args.conversation)
     both = list(plan.facts) + list(build_replay_plan(sample, plan.other).facts)
     all_facts = [f.text for f in both if any(d in replayed for d in f.dia_ids)]

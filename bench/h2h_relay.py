@@ -144,7 +144,8 @@ class ModelRelay:
     ) -> tuple[int, bytes]:
         """Relay one chat completion. With `write` (a streaming request) the model's SSE
         bytes are written through as they come and (status, b"") is returned; without it the
-        answer is assembled from the stream and returned whole."""
+        answer is assembled from the stream and returned whole.
+        """
         record = RelayedRequest(body=body, received=time.time())
         with self._lock:
             self.requests.append(record)

@@ -427,7 +427,8 @@ class Database:
 @contextlib.asynccontextmanager
 async def service_runtime(url: str, state_dir: Path, encoder: Any) -> AsyncIterator[Any]:
     """A fresh service `Runtime` (empty caches) built by the app's own lifespan, no workers,
-    once ready (its warm-up done: flows/warmup.py)."""
+    once ready (its warm-up done: flows/warmup.py).
+    """
     from pydantic import SecretStr
 
     from service.api.app import create_app
@@ -522,7 +523,8 @@ async def interleaved_pass(
     `cpu_ms`, when given, gets this process's CPU time (ms, all threads: the loop, the
     encoder's threads, the offload pool) of each call under "context" and "floor"; the calls
     run one at a time with no workers, so that is the service's CPU per call (PostgreSQL's
-    own CPU is in its processes and not counted)."""
+    own CPU is in its processes and not counted).
+    """
     times: list[float] = []
     deadline = time.perf_counter() + max_seconds
     for message, other in zip(messages, floor_messages, strict=False):

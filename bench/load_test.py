@@ -317,7 +317,8 @@ async def _drain(client: httpx.AsyncClient, report: LoadReport, timeout_s: float
 
 async def _final_sweep(client: httpx.AsyncClient, report: LoadReport, users: list[_User]) -> None:
     """After the drain: every user's memories and context hold only their own marker, and
-    each accepted fact is stored exactly once."""
+    each accepted fact is stored exactly once.
+    """
     for user in users:
         response = await client.get(
             f"/v1/users/{user.user_id}/memories", params={"limit": 200}, timeout=SETUP_TIMEOUT_S

@@ -480,6 +480,7 @@ def load_qa(sample: Mapping[str, Any], categories: Collection[int] = QA_CATEGORI
 def askers_of(question: str, pair: Sequence[str]) -> tuple[str, ...]:
     """The speakers of `pair` whose name the question mentions as a whole word (in `pair`
     order), or the whole pair when it mentions neither ("Caroline's" names Caroline,
-    "Annabel" does not name Ann)."""
+    "Annabel" does not name Ann).
+    """
     named = tuple(s for s in pair if re.search(rf"\b{re.escape(s)}\b", question))
     return named or tuple(pair)

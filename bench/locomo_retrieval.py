@@ -768,7 +768,8 @@ BASELINES: tuple[str, ...] = ("bm25", "dense", "rrf", "bm25_sklearn")
 
 def _embed_with_cache(encoder: Any, texts: Sequence[str], cache_dir: Path | None) -> np.ndarray:
     """(len(texts), dim) vectors; texts already in `cache_dir/locomo_vectors_<model>.npz`
-    are read from it, the others embedded and added (bench/.work/ is not committed)."""
+    are read from it, the others embedded and added (bench/.work/ is not committed).
+    """
     path = None if cache_dir is None else cache_dir / f"locomo_vectors_{encoder.model_name}.npz"
     known: dict[str, np.ndarray] = {}
     if path is not None and path.exists():

@@ -75,7 +75,8 @@ def _chat(user_id: str, chat_id: str) -> dict[str, Any]:
 
 def responder(request: dict[str, Any]) -> str:
     """The LLM stand-in: summaries that cover their sources, the huge answer for A's marked
-    turn, and no operation for everything else."""
+    turn, and no operation for everything else.
+    """
     prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
     if is_chat_summary_request(request):
         return json.dumps({"summary": "The user asked for ideas about things to do."})
@@ -91,7 +92,8 @@ def responder(request: dict[str, Any]) -> str:
 @functools.cache
 def huge_answer() -> str:
     """The 20,000-operation answer (1.2 MB), made once before the phase: the stand-in runs in
-    this process beside the service, and a real LLM's work is not the service's."""
+    this process beside the service, and a real LLM's work is not the service's.
+    """
     ops = [
         {"op": "NEW", "content": f"User likes colour number {i}", "bank": "personal"}
         for i in range(HUGE_OPERATIONS)
@@ -101,7 +103,8 @@ def huge_answer() -> str:
 
 def export_of(n: int, *, rng: np.random.Generator) -> list[dict[str, Any]]:
     """`n` distinct memories of an export, some alike (so a consolidation finds clusters),
-    dated 60-400 days ago (past the summarizer's age gate)."""
+    dated 60-400 days ago (past the summarizer's age gate).
+    """
     now = datetime.now(UTC)
     return [
         {
@@ -188,7 +191,8 @@ class _UserA:
 
     def prepare_import(self) -> None:
         """Make A's export (0.2 s of CPU for 5,000) before the phase: B's client shares this
-        process, and the client's work is not the service's."""
+        process, and the client's work is not the service's.
+        """
         export = export_of(self.args.import_items, rng=self.rng)
         self.export_body = json.dumps(export).encode()
 
@@ -355,7 +359,8 @@ async def crowd_rows(
     client: httpx.AsyncClient, rng: np.random.Generator, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """`n` users chatting at once for each n of `args.users`: their inlets' p50 / p95,
-    and the ratio to the first n's (one user)."""
+    and the ratio to the first n's (one user).
+    """
     rows: list[dict[str, Any]] = []
     for n in args.users:
         users = [
@@ -399,7 +404,8 @@ MODES: dict[str, dict[str, str]] = {
 
 async def run_mode(mode: str, args: argparse.Namespace, tmp: Path, llm_url: str) -> Any:
     """`python -m service serve` in `mode` on its own embedded PostgreSQL (a fresh state
-    folder, started by the service as `make run` starts it); every phase; its rows."""
+    folder, started by the service as `make run` starts it); every phase; its rows.
+    """
     from service.storage.db import start_embedded
 
     state = tmp / mode
@@ -437,7 +443,8 @@ async def run_mode(mode: str, args: argparse.Namespace, tmp: Path, llm_url: str)
 
 async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     """Start the LLM stand-in; run every phase for each of `args.modes` in turn
-    (`args.rounds` times), each mode a `serve` of its own."""
+    (`args.rounds` times), each mode a `serve` of its own.
+    """
     from testkit.llm_stub import LLMStub
 
     started = time.perf_counter()

@@ -28,7 +28,8 @@ CORPUS = Path(__file__).parents[1] / "tests" / "corpora" / "planted.json"
 def figures(encoder: Encoder) -> dict[str, Any]:
     """{half: {"all": counts, lang: counts}}, counts = harmful/refused/legitimate/refused,
     plus "semantic" (refused by the margin, no rule), "in_doubt" (would go to the LLM) and
-    "margin_right" (texts whose margin's sign alone gives their label)."""
+    "margin_right" (texts whose margin's sign alone gives their label).
+    """
     cases = json.loads(CORPUS.read_text("utf-8"))["cases"]
     ex = planted.examples()
     harmful_vectors = encoder.encode_sync(list(ex.harmful))
@@ -61,7 +62,8 @@ def figures(encoder: Encoder) -> dict[str, Any]:
 
 def locomo_refusals(encoder: Encoder, path: Path, n: int = 1500) -> dict[str, int]:
     """Texts of `n` LoCoMo turns (drawn with random.Random(1)) refused and in doubt: ordinary
-    conversation, none of it an instruction (evaluation data; never shipped)."""
+    conversation, none of it an instruction (evaluation data; never shipped).
+    """
     from bench.locomo import conversation_turns, load_conversations
 
     texts = [t.text for c in load_conversations(path) for t in conversation_turns(c) if t.text]

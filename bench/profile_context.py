@@ -143,7 +143,8 @@ def watch_sql(engine: Any, timings: Timings, captured: dict[str, Any]) -> None:
 
 def server_cpu_ms(postmaster: int) -> float:
     """CPU time (user + system, ms) of the PostgreSQL server `postmaster` and its children so
-    far, from /proc (Linux); 0.0 where /proc is missing."""
+    far, from /proc (Linux); 0.0 where /proc is missing.
+    """
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0
     for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():

@@ -721,7 +721,8 @@ def _spawn_service(
     sample: dict[str, Any], args: argparse.Namespace, stack: contextlib.ExitStack
 ) -> tuple[LocomoResponder, ServiceProcess, dict[str, str]]:
     """Start the stand-in LLM and a memory service on a free port, both stopped by `stack`;
-    returns the stand-in's responder, the ready service and the service's settings."""
+    returns the stand-in's responder, the ready service and the service's settings.
+    """
     responder = LocomoResponder(build_replay_plan(sample, speaker) for speaker in speakers(sample))
     stub = LLMStub(responder).start()
     stack.callback(stub.stop)

@@ -76,7 +76,8 @@ def _progress(line: str) -> None:
 
 class StandIn:
     """The LLM stand-in: LoCoMo facts for extraction, a faithful merge for summaries, and an
-    empty answer for anything else."""
+    empty answer for anything else.
+    """
 
     def __init__(self, extraction: LocomoResponder) -> None:
         self.extraction = extraction

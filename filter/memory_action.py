@@ -175,7 +175,8 @@ def _clicked(messages: list[dict[str, Any]], message_id: Any) -> int | None:
 
 def _is_command_turn(messages: list[dict[str, Any]], index: int) -> bool:
     """True when the clicked message is a /memory command (or a mistyped one) or the reply
-    to one: the nearest user message at or before it (the memory filter's rule)."""
+    to one: the nearest user message at or before it (the memory filter's rule).
+    """
     for message in reversed(messages[: index + 1]):
         if message.get("role") == "user":
             return _is_command_or_typo(_text(message.get("content"), "user"))
@@ -328,7 +329,8 @@ async def _saved_chat_facts(
 def _author(chat_json: Any, message_id: str, owner: Any) -> str | None:
     """Whose message it is: its `user_id` in the chat's history (a reply carries the user
     whose turn it answers), else its parent's; the owner for history without user ids (a
-    chat only its owner ever wrote in); None when the message is not found."""
+    chat only its owner ever wrote in); None when the message is not found.
+    """
     history = chat_json.get("history") if isinstance(chat_json, dict) else None
     found = history.get("messages") if isinstance(history, dict) else None
     if not isinstance(found, dict):
@@ -396,7 +398,8 @@ async def _shared_to_continue(chat_id: str) -> bool:
 
 async def _assistant_of(model_id: Any, model: Any) -> tuple[str, str] | None:
     """(id, name) of the chat's model when it keeps its own memory (tagged OWN_MEMORY_TAG, or
-    named in the memory filter's `assistant_memory_models` valve), else None."""
+    named in the memory filter's `assistant_memory_models` valve), else None.
+    """
     if not isinstance(model_id, str) or not model_id.strip() or len(model_id) > 200:
         return None
     details: dict[str, Any] = (
@@ -515,7 +518,8 @@ async def _post(valves: Action.Valves, payload: dict[str, Any]) -> httpx.Respons
 
 def _wrong_path_hint(base: str) -> str | None:
     """Why a service_url with a path (`…/v1`) finds no route, else None: every route of the
-    service sits under `/v1` of its bare address, so a path is not a version mismatch."""
+    service sits under `/v1` of its bare address, so a path is not a version mismatch.
+    """
     parts = urlsplit(base)
     extra = parts.path.rstrip("/")
     if not extra:

@@ -468,7 +468,8 @@ def _answer_with_pipe(
 
 def _is_openwebui_import(text: str) -> bool:
     """True for `/memory import openwebui` and `/memory import openwebui forgotten` (any
-    case, any spacing)."""
+    case, any spacing).
+    """
     words = [w.lower() for w in text.split()[1:]]
     return words in (["import", "openwebui"], ["import", "openwebui", "forgotten"])
 
@@ -476,7 +477,8 @@ def _is_openwebui_import(text: str) -> bool:
 async def _openwebui_memories(user_id: str) -> list[dict[str, Any]] | None:
     """The sender's own memories of Open WebUI's built-in Memory feature, read in-process
     (Open WebUI's REST API lets each user read only their own, and an admin nobody else's);
-    None outside Open WebUI or when the lookup fails (the service then says why)."""
+    None outside Open WebUI or when the lookup fails (the service then says why).
+    """
     if not _open_webui_present():
         return None
     try:
@@ -568,7 +570,8 @@ def _recalled_status(memory_count: int) -> str:
 
 def counted(count: int, singular: str, plural: str) -> str:
     """`1 memory`, `2 memories`, `0 memories`: every count this file shows is phrased here
-    (the service's twin is service/core/commands.py `counted`; a filter file stands alone)."""
+    (the service's twin is service/core/commands.py `counted`; a filter file stands alone).
+    """
     return f"{count} {singular if count == 1 else plural}"
 
 
@@ -913,7 +916,8 @@ def _turn_assistant(
     body: dict[str, Any], model: Any, metadata: dict[str, Any], valves: Filter.Valves
 ) -> dict[str, str] | None:
     """The outlet's: what the inlet of the same turn decided; decided anew only when the
-    inlet left nothing (an outlet called through `/api/chat/completed`)."""
+    inlet left nothing (an outlet called through `/api/chat/completed`).
+    """
     decided = metadata.get(ASSISTANT_METADATA_KEY)
     if isinstance(decided, dict):
         if isinstance(decided.get("id"), str) and isinstance(decided.get("name"), str):
@@ -1183,7 +1187,8 @@ def _failure_of(response: httpx.Response, base: str) -> ServiceFailure:
 
 def _no_such_route(base: str, response: httpx.Response, version: str) -> ServiceFailure:
     """Our service knows no such path: a service_url with a path (`…/v1`) before a version
-    mismatch, since every route of the service sits under `/v1` of its bare address."""
+    mismatch, since every route of the service sits under `/v1` of its bare address.
+    """
     code = response.status_code
     parts = urlsplit(base)
     extra = parts.path.rstrip("/")
@@ -1323,7 +1328,8 @@ def _failure_status(failure: ServiceFailure, user: Any, user_id: str, *, day: st
 def _day_of(metadata: dict[str, Any]) -> str:
     """The UTC day the user sent this turn's message: its timestamp as Open WebUI passed it
     on (the browser's), else this server's clock. A user's "once a day" follows their own
-    messages, and a test can send tomorrow's message without waiting a day."""
+    messages, and a test can send tomorrow's message without waiting a day.
+    """
     sent = _iso_time(_dict_of(metadata.get("user_message")).get("timestamp"))
     return sent[:10] if sent else datetime.now(UTC).strftime("%Y-%m-%d")
 
@@ -1345,7 +1351,8 @@ def _inlet_status_of(user_id: str, chat_id: Any) -> str:
 
 def _joined(*lines: str | None) -> str:
     """The non-empty lines in order, each once (the outlet repeats the inlet's line, and a
-    failure of both says the same thing twice)."""
+    failure of both says the same thing twice).
+    """
     return STATUS_SEPARATOR.join(dict.fromkeys(line for line in lines if line))
 
 
@@ -1507,7 +1514,8 @@ def _assistant_text(content: Any) -> str:
 
 def _shortened(text: str) -> str:
     """`text`, or "… " and its last characters when longer than MAX_SENT_CHARS: the end of a
-    long message (after a pasted document or log) usually carries the request."""
+    long message (after a pasted document or log) usually carries the request.
+    """
     if len(text) <= MAX_SENT_CHARS:
         return text
     return _CUT_MARK + text[len(text) - MAX_SENT_CHARS + len(_CUT_MARK) :]
@@ -1530,7 +1538,8 @@ def _iso_time(value: Any) -> str | None:
 def _first_time(values: tuple[Any, ...]) -> str | None:
     """The first of `values` (epoch seconds or milliseconds) that is a believable message
     time — readable, not before 2000, not more than a day ahead of this server's clock — as
-    its ISO time; None when none is."""
+    its ISO time; None when none is.
+    """
     latest = datetime.now(UTC).timestamp() + _MESSAGE_AHEAD_S
     for value in values:
         moment = _iso_time(value)

@@ -176,7 +176,8 @@ class Tools:
 
 class _Answer:
     """What a tool tells the model (`text`), and the service's `status` and `memories`
-    (None and [] when the service was not used); `status_line` for a failure."""
+    (None and [] when the service was not used); `status_line` for a failure.
+    """
 
     def __init__(
         self,
@@ -413,7 +414,8 @@ def assistant_of(model_id: Any, model: Any, patterns: str) -> tuple[str, str] | 
 
 async def _filter_settings(user_id: str) -> dict[str, Any]:
     """The memory filter's admin valves, and `enabled` of the user's valves for it ({}
-    outside Open WebUI, or when the filter was never configured)."""
+    outside Open WebUI, or when the filter was never configured).
+    """
     if not _open_webui_present():
         return {}
     try:

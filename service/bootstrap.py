@@ -28,7 +28,8 @@ def build_encoder(settings: Settings) -> Encoder:
     """The embedding model of the settings (EMBEDDING_MODEL_PATH, EMBEDDING_BACKEND,
     EMBEDDING_THREADS), its ONNX export kept in MEMORY_MODEL_CACHE_DIR (else the user's cache
     folder), shared by the installation's processes. Blocking: loads the
-    model (seconds; the first start also exports it to ONNX) — call it in a thread."""
+    model (seconds; the first start also exports it to ONNX) — call it in a thread.
+    """
     return Encoder(
         settings.embedding_model_path,
         threads=settings.embedding_threads,
@@ -39,7 +40,8 @@ def build_encoder(settings: Settings) -> Encoder:
 
 def build_llm(settings: Settings) -> LLMClient:
     """The OpenAI-compatible client of the settings (LLM_BASE_URL, LLM_MODEL, LLM_API_KEY,
-    LLM_TIMEOUT_S, LLM_JSON_MODE, LLM_STRUCTURED_OUTPUT). Close it with `aclose()`."""
+    LLM_TIMEOUT_S, LLM_JSON_MODE, LLM_STRUCTURED_OUTPUT). Close it with `aclose()`.
+    """
     return LLMClient(
         base_url=settings.llm_base_url,
         model=settings.llm_model,
@@ -117,7 +119,8 @@ def build_runtime(
 
 def direct_url(settings: Settings, url: str) -> str:
     """The URL for what a pooler in transaction mode cannot carry: LISTEN, session advisory
-    locks, CREATE INDEX CONCURRENTLY, migrations (MEMORY_LISTEN_DATABASE_URL, else `url`)."""
+    locks, CREATE INDEX CONCURRENTLY, migrations (MEMORY_LISTEN_DATABASE_URL, else `url`).
+    """
     return settings.listen_database_url or url
 
 
@@ -134,7 +137,8 @@ async def migrate_database(url: str) -> None:
 
 async def migrate_to(url: str, revision: str) -> tuple[str, str | None]:
     """Migrate the database at `url` up or down to `revision` (storage/migrate.py
-    `migrate_to`, in a thread): what was done and the revision it is at now."""
+    `migrate_to`, in a thread): what was done and the revision it is at now.
+    """
     done = await asyncio.to_thread(migrate.migrate_to, url, revision)
     return done, await asyncio.to_thread(migrate.current_revision, url)
 
@@ -171,7 +175,8 @@ async def open_runtime(
     pool_size: int | None = None,
 ) -> AsyncIterator[Runtime]:
     """`build_runtime` for a `with` block, with `encoder` or else one built from the
-    settings (loaded in a thread, closed on exit)."""
+    settings (loaded in a thread, closed on exit).
+    """
     if encoder is None:
         enc, own = await asyncio.to_thread(build_encoder, settings), True
     else:

@@ -502,7 +502,8 @@ class Settings(BaseSettings):
 
     def environment(self) -> dict[str, str]:
         """These settings as environment variables ({alias: text}; unset ones left out), for a
-        child process that must run with the same ones (`serve`'s worker process)."""
+        child process that must run with the same ones (`serve`'s worker process).
+        """
         env: dict[str, str] = {}
         for name, spec in type(self).model_fields.items():
             value = getattr(self, name)
@@ -527,7 +528,8 @@ class Settings(BaseSettings):
         """Most PostgreSQL connections one service process opens: the pool and as many
         overflow, the job queue's pool, the cache-notice listener and the per-owner index
         refresh (docs/scaling.md sets this against `max_connections`). `serve` with
-        MEMORY_WORKER_PROCESS is two such processes."""
+        MEMORY_WORKER_PROCESS is two such processes.
+        """
         return 2 * self.db_pool_size + self.jobs_pool_size + 2
 
     def bearer_key(self) -> str:

@@ -218,7 +218,8 @@ def _happened(name: str, label: str = "", detail: str | None = None) -> None:
 
 def shared_counts() -> dict[tuple[str, str], tuple[int, datetime | None, str | None]]:
     """This process's values of `SHARED_COUNTERS`: (name, label) → (count since start, time of
-    the latest event, a sentence about it)."""
+    the latest event, a sentence about it).
+    """
     found: dict[tuple[str, str], tuple[int, datetime | None, str | None]] = {}
     for name, counter in _SHARED_BY_NAME.items():
         label_name = SHARED_COUNTERS[name]
@@ -234,7 +235,8 @@ def shared_counts() -> dict[tuple[str, str], tuple[int, datetime | None, str | N
 
 def record_llm_failure(cause: str, sentence: str) -> None:
     """Count one extraction job that failed on the LLM; `cause` is a fixed word
-    (`http_503`, `unreachable`, `bad_answer`), `sentence` says it without any user content."""
+    (`http_503`, `unreachable`, `bad_answer`), `sentence` says it without any user content.
+    """
     LLM_FAILURES.labels(cause=cause).inc()
     _happened("llm_failures", cause, sentence)
 
@@ -255,7 +257,8 @@ def record_extraction(outcome: str) -> None:
 
 def record_dropped_operations(reason: str, count: int = 1) -> None:
     """Count `count` operations of an extraction answer not applied; `reason` is one of
-    `DROP_REASONS`."""
+    `DROP_REASONS`.
+    """
     if reason not in DROP_REASONS:
         raise ValueError(f"unknown reason {reason!r}")
     if count > 0:
@@ -265,7 +268,8 @@ def record_dropped_operations(reason: str, count: int = 1) -> None:
 
 def record_recovered_operation(kind: str, count: int = 1) -> None:
     """Count `count` operations mended instead of dropped; `kind` is one of
-    `RECOVERY_KINDS`."""
+    `RECOVERY_KINDS`.
+    """
     if kind not in RECOVERY_KINDS:
         raise ValueError(f"unknown kind {kind!r}")
     if count > 0:

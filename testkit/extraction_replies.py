@@ -60,7 +60,8 @@ def new_op(
 
 def by_message(rules: dict[str, list[dict[str, Any]]]) -> Callable[[dict[str, Any]], str]:
     """Answer, for each new user message of the request, `rules[k]` for the first key k
-    found in it, each operation naming its message (`"message": "u2"`)."""
+    found in it, each operation naming its message (`"message": "u2"`).
+    """
 
     def respond(request: dict[str, Any]) -> str:
         operations: list[dict[str, Any]] = []
@@ -76,7 +77,8 @@ def by_message(rules: dict[str, list[dict[str, Any]]]) -> Callable[[dict[str, An
 
 def in_sequence(answers: Sequence[str | StubReply]) -> Responder:
     """Answer with `answers` in order (texts, or `StubReply` errors and delays), then repeat
-    the last one."""
+    the last one.
+    """
     it: Iterator[str | StubReply] = iter(answers)
     last = {"value": answers[-1]}
 
@@ -99,7 +101,8 @@ def chat_summary_lines(request: dict[str, Any]) -> list[tuple[str, str]]:
 
 def chat_summary_answer(request: dict[str, Any]) -> str:
     """A summary answer: the summary so far, then "<speaker>: <text>" for each new user
-    message (replies left out), joined by spaces, so tests see what each version took in."""
+    message (replies left out), joined by spaces, so tests see what each version took in.
+    """
     previous = _PREVIOUS_SUMMARY.search(_prompt(request))
     parts = [previous.group(1)] if previous and previous.group(1) else []
     parts += [

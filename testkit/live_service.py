@@ -46,7 +46,8 @@ class LiveService:
         until: str = "/readyz",
     ) -> LiveService:
         """Start the service and return once `until` answers 200 ("/readyz": warm and
-        ready; "/healthz": the process serves, the read path may still be warming up)."""
+        ready; "/healthz": the process serves, the read path may still be warming up).
+        """
         key = secrets.token_urlsafe(16)
         # A busy 2-core test machine must not turn the inlet deadline into flaky tests;
         # tests of the deadline set it themselves. Extraction runs per turn unless a test

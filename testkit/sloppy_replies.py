@@ -90,7 +90,8 @@ def message_ref_update(content: str, *, message: str = "u1", **fields: Any) -> d
 
 def verbatim(message_text: str, *, message: str = "u1") -> dict[str, Any]:
     """Qwen2.5-1.5B's answer: the whole message, first person, NEW|UPDATE, a message ref as
-    ref and the wrong bank."""
+    ref and the wrong bank.
+    """
     return _op(
         message_text,
         op="NEW|UPDATE",
@@ -159,7 +160,8 @@ def sloppy_by_message(
     """Answer, for each new user message of the request, `rules[k]` for the first key k in
     it (operations keep the `message` they were given, or get the message's ref), the JSON
     wrapped by `wrap` (or the rule's own text when a rule answers a string under "raw").
-    Requests with no matching message answer `{"operations": []}`."""
+    Requests with no matching message answer `{"operations": []}`.
+    """
 
     def respond(request: dict[str, Any]) -> str:
         operations: list[dict[str, Any]] = []
@@ -262,7 +264,8 @@ a `ref` "@<text>" stands for the ref under which the replay shows that memory.""
 
 def replaying(name: str) -> Callable[[dict[str, Any]], str]:
     """Answer every extraction request with the recorded answer `name`, its "@<text>" refs
-    resolved against the memories the request shows (`ref_of`)."""
+    resolved against the memories the request shows (`ref_of`).
+    """
     recorded = RECORDED[name]["answer"]
 
     def respond(request: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """Polling instead of sleeping: the one way tests wait for something another thread, process
-or background task does. A busy machine makes a poll slower, never wrong."""
+or background task does. A busy machine makes a poll slower, never wrong.
+"""
 
 from __future__ import annotations
 

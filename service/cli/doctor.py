@@ -81,7 +81,8 @@ async def _check_database(
     settings: Settings, timeout_s: float, stack: contextlib.AsyncExitStack
 ) -> tuple[list[Verdict], Any]:
     """Verdicts for the database, pgvector and migrations, and the Database when reachable;
-    an embedded server started here runs until `stack` closes."""
+    an embedded server started here runs until `stack` closes.
+    """
     from service import bootstrap
     from service.flows import diagnostics
 
@@ -406,7 +407,8 @@ class AdminLogin:
 
 def _check_filter_path(url: str, admin: AdminLogin | None) -> Verdict:
     """A /memory command typed through Open WebUI as the admin: the filter calls the service
-    from where Open WebUI runs, with its valves (service/cli/openwebui_checks.py)."""
+    from where Open WebUI runs, with its valves (service/cli/openwebui_checks.py).
+    """
     from service.cli.openwebui_checks import check_through_openwebui, probe_model
     from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
 
@@ -455,7 +457,8 @@ async def check_running_service(
     url: str, *, api_key: str | None, timeout_s: float
 ) -> list[Verdict] | None:
     """Verdicts read from the service running at `url` (`/readyz`, `/v1/status`), or None
-    when nothing answers there."""
+    when nothing answers there.
+    """
     base = url.rstrip("/")
     async with httpx.AsyncClient(base_url=base, timeout=timeout_s, trust_env=False) as client:
         try:
@@ -561,7 +564,8 @@ def doctor(
 ) -> None:
     """Check the database, pgvector, migrations, the embedding model, the LLM endpoint and
     (with --openwebui-url) Open WebUI, and with an admin's login that its filter reaches
-    this service with the right key; one OK / WARN / FAIL line each, exit 1 on a FAIL."""
+    this service with the right key; one OK / WARN / FAIL line each, exit 1 on a FAIL.
+    """
     try:
         settings = Settings()
     except ValueError as exc:  # pydantic's ValidationError: a variable has a wrong value
@@ -608,7 +612,8 @@ def doctor(
 
 def _check_action_path(url: str, admin: AdminLogin) -> Verdict:
     """The Remember button clicked through Open WebUI as the admin (on no chat, so nothing
-    is stored): the action calls the service with its own valves."""
+    is stored): the action calls the service with its own valves.
+    """
     from service.cli.openwebui_checks import check_action_through_openwebui, probe_model
     from service.cli.openwebui_client import OpenWebUI, OpenWebUIError
 

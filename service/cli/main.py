@@ -71,7 +71,8 @@ def serve(
 ) -> None:
     """Run the API and, unless MEMORY_RUN_WORKERS=false, the job workers in a `worker` process
     it starts and stops with itself (in this process with MEMORY_WORKER_PROCESS=false);
-    embedded PostgreSQL unless DATABASE_URL is set."""
+    embedded PostgreSQL unless DATABASE_URL is set.
+    """
     import uvicorn
 
     from service.api.app import create_app

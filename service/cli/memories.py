@@ -33,7 +33,8 @@ app = typer.Typer(help="Export or import one user's memories.", no_args_is_help=
 async def _runtime(settings: Settings) -> AsyncIterator[Runtime]:
     """The service's parts as a service process has them: the installation's short ids (so
     an export shows the ids users see) and the job queue open (an import asks for the
-    user's core profile to be rewritten)."""
+    user's core profile to be rewritten).
+    """
     from service import bootstrap
     from service.flows.ids import install_short_id_key
 
@@ -81,7 +82,8 @@ def import_(
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Tracebacks and debug logs."),
 ) -> None:
     """Restore a JSON export into the user's banks; what is already stored is skipped, so
-    running it twice adds nothing the second time."""
+    running it twice adds nothing the second time.
+    """
     try:
         raw = typer.get_text_stream("stdin").read() if str(file) == "-" else file.read_text()
     except OSError as exc:

@@ -112,7 +112,8 @@ def install_command(
 ) -> None:
     """Install or update the filter, the command pipe, the events function, the Remember
     action and the Memory Tools, switch them on, set the valves, then check through Open
-    WebUI that the filter reaches the service."""
+    WebUI that the filter reaches the service.
+    """
     model_ids = list(dict.fromkeys(model or []))
     with _session(url, token, email, password, verbose) as owui:
         key = api_key or _local_api_key()
@@ -143,7 +144,8 @@ def uninstall_command(
     verbose: Verbose = False,
 ) -> None:
     """Delete the functions, the Memory Tools and the pipe's model row; detach the filter
-    and the tools from models."""
+    and the tools from models.
+    """
     with _session(url, token, email, password, verbose) as owui:
         uninstall(owui)
 
@@ -162,7 +164,8 @@ def status_command(
     verbose: Verbose = False,
 ) -> None:
     """Show what is installed and active, whether the installed code is current, and check
-    through Open WebUI that the filter reaches the service with its key."""
+    through Open WebUI that the filter reaches the service with its key.
+    """
     with _session(url, token, email, password, verbose) as owui:
         status(
             owui,
@@ -190,7 +193,8 @@ def _session(
 
 def local_service_url() -> str:
     """`http://MEMORY_HOST:MEMORY_PORT` of this machine's settings (what `serve` binds); a
-    wildcard host becomes 127.0.0.1 (Open WebUI on another machine needs --service-url)."""
+    wildcard host becomes 127.0.0.1 (Open WebUI on another machine needs --service-url).
+    """
     try:
         settings = Settings()
     except Exception:

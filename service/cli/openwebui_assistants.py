@@ -91,6 +91,7 @@ def assistant_memory_command(
 ) -> None:
     """Give a workspace model (an assistant) its own memory: chats with it read and write
     only each user's memory for it, never their Personal, Interaction Patterns, Project or
-    Chat Memory (tags the model `own-memory`; `--off` removes the tag)."""
+    Chat Memory (tags the model `own-memory`; `--off` removes the tag).
+    """
     with _session(url, token, email, password, verbose) as owui:
         typer.echo(set_own_memory(owui, model_id, on=not off))

@@ -80,7 +80,8 @@ def check_action_through_openwebui(owui: OpenWebUI, model_id: str | None) -> str
 
 def probe_model(owui: OpenWebUI, rows: dict[str, dict[str, Any]] | None = None) -> str | None:
     """A model the installed filter runs for: the pipe's when the filter is global, else the
-    first model it is attached to; None when it runs for none (or is not installed/active)."""
+    first model it is attached to; None when it runs for none (or is not installed/active).
+    """
     found = owui.function(FILTER_ID)
     if found is None or not found.get("is_active"):
         return None

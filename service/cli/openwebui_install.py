@@ -127,7 +127,8 @@ def install(
 
 def uninstall(owui: OpenWebUI, *, say: Callable[[str], None] = typer.echo) -> None:
     """Remove the functions, the pipe's model row, the filter from every model row and the
-    Memory Tools (from every model row too)."""
+    Memory Tools (from every model row too).
+    """
     for model_id, row in owui.model_rows().items():
         if model_id == PIPE_ID:
             owui.call("POST", "/api/v1/models/model/delete", json={"id": PIPE_ID})
@@ -219,7 +220,8 @@ def install_action(
     owui: OpenWebUI, *, service_url: str, api_key: str, say: Callable[[str], None]
 ) -> None:
     """Make the pushed and active "Remember this" action global (its button shows under
-    every model's replies) and give it the service's url and key, like the filter."""
+    every model's replies) and give it the service's url and key, like the filter.
+    """
     say(f"{ACTION_ID}: {_set_flag(owui, ACTION_ID, 'is_global', True)}")
     say(f"{ACTION_ID}: {_set_valves(owui, ACTION_ID, service_url=service_url, api_key=api_key)}")
 

@@ -54,7 +54,8 @@ class FunctionSource:
         """The function file at `path`, named and described by its frontmatter.
 
         Raises:
-            OpenWebUIError: the file cannot be read."""
+            OpenWebUIError: the file cannot be read.
+        """
         try:
             content = path.read_text(encoding="utf-8")
         except OSError as exc:

@@ -159,7 +159,8 @@ async def _restore(memory_id: uuid.UUID) -> consolidation.RestoreResult:
 @contextlib.asynccontextmanager
 async def _runtime(settings: Settings) -> AsyncIterator[Runtime]:
     """The service's parts for one command, as the service builds them (service/bootstrap);
-    the job queue is built but never opened."""
+    the job queue is built but never opened.
+    """
     from service import bootstrap
 
     async with bootstrap.database_url(settings) as url:

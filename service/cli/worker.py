@@ -56,7 +56,8 @@ def worker(
 
 def lower_own_priority(by: int) -> None:
     """Raise this process's nice value by `by` (0: unchanged; where the OS refuses, the
-    worker runs at its priority and says so in the log)."""
+    worker runs at its priority and says so in the log).
+    """
     if by <= 0:
         return
     try:

@@ -127,7 +127,8 @@ def by_default_rank() -> list[BankSpec]:
 
 def first_default(writable: frozenset[Bank] | set[Bank]) -> Bank | None:
     """The bank an explicit write without a bank goes to, among `writable`; None when none
-    of the defaults is writable."""
+    of the defaults is writable.
+    """
     for row in by_default_rank():
         if row.bank in writable:
             return row.bank
@@ -165,7 +166,8 @@ def owner_of(
 
 def owner_ids(cell: Scope) -> tuple[str | None, str | None]:
     """(folder_id, assistant_id) of a cell, as exports and the API name its owner: the folder
-    of a folder's bank, the assistant of a user's memory for one; None where not one."""
+    of a folder's bank, the assistant of a user's memory for one; None where not one.
+    """
     folder = cell.owner_id if cell.owner_kind is OwnerKind.FOLDER else None
     parsed = (
         assistants.parse_owner(cell.owner_id) if cell.owner_kind is OwnerKind.ASSISTANT else None
@@ -206,7 +208,8 @@ def prompt_rule(width: int = 92) -> str:
 
 def owner_cells(owner_kind: OwnerKind, owner_id: str) -> tuple[Scope, ...]:
     """Every cell one owner has: a user's Personal and Interaction Patterns, a folder's
-    Project Memory, a chat's Chat Memory, a user's memory for one assistant."""
+    Project Memory, a chat's Chat Memory, a user's memory for one assistant.
+    """
     return tuple(Scope(owner_kind, owner_id, r.bank) for r in TABLE if r.owner_kind is owner_kind)
 
 

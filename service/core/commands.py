@@ -86,7 +86,8 @@ def is_command(text: str) -> bool:
 def is_command_or_typo(text: str) -> bool:
     """True for a `/memory` command or a mistyped one (`/memroy list`): a first word one
     edit or one swap of neighbours from a prefix (the filter's `command_typo_hint` rule;
-    `/memo` and `/member` are not)."""
+    `/memo` and `/member` are not).
+    """
     head = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
     return head.startswith("/") and any(OSA.distance(head, prefix) <= 1 for prefix in PREFIXES)
 
@@ -236,7 +237,8 @@ _reminder_codec = _codec
 def install_id_key(key: bytes, *, legacy_memories: int = 0, legacy_reminders: int = 0) -> None:
     """Use `key` (the installation's secret) for every short id of this process; memories and
     reminders numbered up to `legacy_memories` / `legacy_reminders` keep their ids from before
-    the keyed permutation (SHORT_ID_LEGACY)."""
+    the keyed permutation (SHORT_ID_LEGACY).
+    """
     global _codec, _reminder_codec
     _codec = IdCodec(key, legacy_through=legacy_memories)
     _reminder_codec = IdCodec(key, legacy_through=legacy_reminders)

@@ -126,14 +126,16 @@ def has_negation(text: str) -> bool:
 
 def words(text: str) -> set[str]:
     """The distinct words of `text` as `disagree` compares them: case-folded, NFC, number
-    words as digits."""
+    words as digits.
+    """
     return set(_words(text))
 
 
 def distinguishing_words(text: str) -> set[str]:
     """Words of `text` (as `words` gives them) that make a different fact when only one of
     two texts has them: those holding a digit, month and weekday names, and the words
-    capitalized inside the sentence (names, places, brands)."""
+    capitalized inside the sentence (names, places, brands).
+    """
     names = _names(text)
     return {
         word

@@ -166,7 +166,8 @@ EXAMPLE_MARKERS = ("tampere", "ilkka", "tram", "beehive", "balcony")
 
 def copies_an_example(fact: str, user_texts: Sequence[str]) -> bool:
     """True when `fact` holds a word of the prompt's examples (`EXAMPLE_MARKERS`, as a word
-    start: "beehives", "trams") that no user text of the batch has."""
+    start: "beehives", "trams") that no user text of the batch has.
+    """
     said = " ".join(user_texts).casefold()
     found = fact.casefold()
     return any(
@@ -302,7 +303,8 @@ class Drop:
 @dataclass(frozen=True, slots=True)
 class ParsedAnswer:
     """The operations kept from one answer, the ones refused for an unknown target, the ones
-    dropped (with a reason) and what was mended on the way."""
+    dropped (with a reason) and what was mended on the way.
+    """
 
     operations: list[Operation]
     refused: list[Refusal]
@@ -499,7 +501,8 @@ def _content_of(item: dict[str, Any]) -> str:
 
 def _in_third_person(content: str, answer: ParsedAnswer) -> str:
     """The message copied as the fact ("I have a dog") rewritten in the third person; a fact
-    that starts in the third person and quotes the user ("User said: my …") stays as written."""
+    that starts in the third person and quotes the user ("User said: my …") stays as written.
+    """
     if not _FIRST_PERSON_START.match(content):
         return content
     rewritten = person.third_person(content)

@@ -122,7 +122,8 @@ class Fingerprint:
 
 def content_stems(content: str) -> set[str]:
     """The content words of a fact (`dedup.words` without `_FUNCTION_WORDS`), stemmed by
-    dropping a plural, -ing or -ed ending and a final "e": "nursing" and "nurse" are one."""
+    dropping a plural, -ing or -ed ending and a final "e": "nursing" and "nurse" are one.
+    """
     stems = set()
     for word in dedup.words(content) - _FUNCTION_WORDS:
         for suffix in _SUFFIXES:
@@ -135,7 +136,8 @@ def content_stems(content: str) -> set[str]:
 
 def text_digest(content: str, key: bytes) -> str:
     """The keyed digest of a memory's normalized text (`dedup.normalize_text`): what a
-    forgotten Personal memory leaves so an import can tell it is the same text, no text."""
+    forgotten Personal memory leaves so an import can tell it is the same text, no text.
+    """
     return _digest(key, dedup.normalize_text(content))
 
 

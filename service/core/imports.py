@@ -170,7 +170,8 @@ def text_items(facts: Iterable[str], *, bank: Bank, at: datetime, tag: str) -> l
 
 def same_text(a: str, b: str) -> bool:
     """True when two memory texts are the same fact written alike (case, spaces, punctuation
-    aside) — the restore dedup, exact so two close but distinct memories both come back."""
+    aside) — the restore dedup, exact so two close but distinct memories both come back.
+    """
     return dedup.normalize_text(a) == dedup.normalize_text(b)
 
 
@@ -187,7 +188,8 @@ _SOURCE_WORDS = {
 
 def export_markdown(rows: Sequence[Memory], *, ids: Sequence[str]) -> str:
     """Active memories as a Markdown document for people: one section per bank, one bullet
-    per memory with its id, date, tags and provenance. `ids` are the rows' short ids."""
+    per memory with its id, date, tags and provenance. `ids` are the rows' short ids.
+    """
     shown = [(m, i) for m, i in zip(rows, ids, strict=True) if m.status is Status.ACTIVE]
     lines = [f"# Memories ({len(shown)})"]
     for bank in Bank:

@@ -84,7 +84,8 @@ def content_words(text: str) -> frozenset[str]:
 
 def covered_by(content: str, held: frozenset[str]) -> bool:
     """True when `held` (words already in the block) has ≥ COVERED_SHARE of `content`'s
-    content words; a line without content words is never covered."""
+    content words; a line without content words is never covered.
+    """
     words = content_words(content)
     if not words:
         return False

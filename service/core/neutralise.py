@@ -58,7 +58,8 @@ _JOINERS = frozenset("\u200c\u200d")  # kept between non-ASCII characters (emoji
 
 def _drop_invisible(text: str) -> str:
     """`text` without format and control characters (bidi controls among them); ZWJ/ZWNJ
-    stay only between two non-ASCII characters, where emoji sequences and scripts need them."""
+    stay only between two non-ASCII characters, where emoji sequences and scripts need them.
+    """
     out: list[str] = []
     for i, c in enumerate(text):
         category = unicodedata.category(c)
@@ -79,7 +80,8 @@ def _drop_invisible(text: str) -> str:
 @lru_cache(maxsize=1)
 def _latin_look_alikes() -> dict[str, str]:
     """Each character the confusables table lists as looking like an ASCII letter or digit →
-    that letter (lower case)."""
+    that letter (lower case).
+    """
     from confusable_homoglyphs.utils import load
 
     table: dict[str, list[dict[str, str]]] = load("confusables.json")
@@ -103,7 +105,8 @@ def skeleton(text: str) -> tuple[str, list[int]]:
     """`text` as it looks: NFKC, look-alike letters as ASCII, case-folded; and for each
     skeleton character the index of the `text` character it came from.
 
-    `text` should already be without invisible characters (`_drop_invisible`)."""
+    `text` should already be without invisible characters (`_drop_invisible`).
+    """
     if text.isascii():
         return text.lower(), list(range(len(text)))
     chars: list[str] = []
@@ -118,7 +121,8 @@ def skeleton(text: str) -> tuple[str, list[int]]:
 @lru_cache(maxsize=65536)
 def _looks_like(char: str) -> str:
     """What `char` looks like: NFKC, look-alike letters as ASCII, case-folded; nothing for a
-    joiner (kept between two non-ASCII letters, it must not split a look-alike tag name)."""
+    joiner (kept between two non-ASCII letters, it must not split a look-alike tag name).
+    """
     if unicodedata.category(char) == "Cf":
         return ""
     latin = _latin_look_alikes()
@@ -131,7 +135,8 @@ def _looks_like(char: str) -> str:
 @lru_cache(maxsize=65536)
 def _bracket(char: str) -> str:
     """`(` or `)` for an angle-bracket look-alike (also one NFKC turns into `<` or `>`),
-    else `char`."""
+    else `char`.
+    """
     if char in BRACKETS_OPEN:
         return "("
     if char in BRACKETS_CLOSE:
@@ -144,7 +149,8 @@ def _bracket(char: str) -> str:
 
 def _replace_on_skeleton(text: str, pattern: re.Pattern[str], replacement: str) -> str:
     r"""`text` with each span whose skeleton matches `pattern` replaced by `replacement`
-    (`\1`-style groups are not supported: the replacement is literal)."""
+    (`\1`-style groups are not supported: the replacement is literal).
+    """
     skel, origin = skeleton(text)
     spans = [
         (origin[m.start()], origin[m.end() - 1] + 1)
@@ -217,7 +223,8 @@ def _defang(text: str) -> str:
 
 def _markdown_as_text(text: str) -> str:
     """Images as `[image: alt]`, links as their text and (defanged) URL, no reference
-    definitions and no `![` left to start an image."""
+    definitions and no `![` left to start an image.
+    """
     text = _MD_IMAGE.sub(lambda m: f"[image: {m.group(1).strip()}]", text)
     text = _MD_LINK.sub(
         lambda m: f"{m.group(1).strip()} ({m.group(2)})" if m.group(2) else m.group(1).strip(),
@@ -253,7 +260,8 @@ def inert(text: str) -> str:
 
 def _neutralise_roles(text: str) -> str:
     """Each role prefix ("SYSTEM:", "### Instruction:", a full-width "assistant:") without
-    its colon and heading marks, in the text's own letters."""
+    its colon and heading marks, in the text's own letters.
+    """
     skel, origin = skeleton(text)
     matches = list(_ROLE_PREFIX.finditer(skel)) + list(_ROLE_HEADING.finditer(skel))
     if not matches:

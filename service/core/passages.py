@@ -28,7 +28,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 
 def sentences(text: str) -> list[str]:
     """The sentences of `text` (split after . ! ? … and at line breaks), each stripped,
-    without those shorter than MIN_SENTENCE_CHARS; [] when there is only one."""
+    without those shorter than MIN_SENTENCE_CHARS; [] when there is only one.
+    """
     parts = [p.strip() for p in _SENTENCE_END.split(text)]
     kept = [p for p in parts if len(p) >= MIN_SENTENCE_CHARS]
     return kept if len(kept) > 1 else []
@@ -41,7 +42,8 @@ def is_long(candidate: Candidate, *, min_chars: int) -> bool:
 
 def best_of(candidate: Candidate, sentence_cosines: Sequence[float]) -> Candidate:
     """The candidate with its cosine raised to its best sentence's (never lowered), and its
-    similarity 1 − cosine_distance / 2 = (1 + cosine) / 2 from that (seeds/001)."""
+    similarity 1 − cosine_distance / 2 = (1 + cosine) / 2 from that (seeds/001).
+    """
     best = max(sentence_cosines, default=candidate.cosine)
     if best <= candidate.cosine:
         return candidate

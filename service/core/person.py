@@ -177,7 +177,8 @@ def _reads_as_english(words: list[str]) -> bool:
     """True when the words are all in Latin letters and none of them is a function word of
     another language (`_OTHER_LANGUAGES`), or more are English ones (`_ENGLISH`, the capital
     pronoun "I" and its contractions) than those: "I love the Café de Flore" is English,
-    "Me gusta el café" is not."""
+    "Me gusta el café" is not.
+    """
     if any(_outside_latin(w) for w in words):
         return False
     english = other = 0

@@ -298,7 +298,8 @@ def rule_reasons(text: str) -> list[str]:
 
 def weak_cues(text: str) -> bool:
     """True when `text` names a credential, a dose, a link, an address or money moving (not
-    enough to refuse alone)."""
+    enough to refuse alone).
+    """
     return bool(_WEAK.search(fold(text)))
 
 
@@ -324,7 +325,8 @@ def examples() -> Examples:
 
 def semantic_margin(vector: np.ndarray, harmful: np.ndarray, legitimate: np.ndarray) -> float:
     """Mean cosine of the `K` nearest harmful examples minus that of the `K` nearest
-    legitimate ones; vectors L2-normalised, (dim,) against (n, dim). Positive leans harmful."""
+    legitimate ones; vectors L2-normalised, (dim,) against (n, dim). Positive leans harmful.
+    """
     h = np.sort(harmful @ vector)[::-1][:K]
     lg = np.sort(legitimate @ vector)[::-1][:K]
     return float(h.mean() - lg.mean())
@@ -332,7 +334,8 @@ def semantic_margin(vector: np.ndarray, harmful: np.ndarray, legitimate: np.ndar
 
 def nearest_harmful(vector: np.ndarray, harmful: np.ndarray) -> float:
     """Mean cosine of the `K` harmful examples nearest to `vector` (same shapes as
-    `semantic_margin`)."""
+    `semantic_margin`).
+    """
     return float(np.sort(harmful @ vector)[::-1][:K].mean())
 
 

@@ -36,7 +36,8 @@ def assistant_cell(chat: ChatContext) -> Scope | None:
 
 def uses_profile(chat: ChatContext) -> bool:
     """May the sender's core profile go into this chat? It is written from their Personal
-    and Interaction Patterns memories, which an assistant with its own memory never sees."""
+    and Interaction Patterns memories, which an assistant with its own memory never sees.
+    """
     return not chat.assistant_id
 
 
@@ -160,7 +161,8 @@ def default_bank(chat: ChatContext, writable: WriteScope) -> Bank:
     """The bank an explicit write without a bank goes to (`/memory add`, an import): the
     first default of core/banks.py that `writable` holds (the assistant's memory in its
     chat, else Personal, else Interaction Patterns in a shared chat); when it holds none,
-    the first default this chat's rules name, so the refusal names the bank meant."""
+    the first default this chat's rules name, so the refusal names the bank meant.
+    """
     for cells in (writable.owners.values(), _cells(chat)):
         found = banks.first_default({c.bank for c in cells})
         if found is not None:
@@ -170,7 +172,8 @@ def default_bank(chat: ChatContext, writable: WriteScope) -> Bank:
 
 def command_refusal(chat: ChatContext, bank: Bank) -> str:
     """Why the sender's commands may not change `bank` in this chat (one sentence, no
-    final period), read from the bank's row in core/banks.py."""
+    final period), read from the bank's row in core/banks.py.
+    """
     row = banks.spec(bank)
     if row.owner_kind is OwnerKind.FOLDER and not chat.folder_id:
         return f"{row.label} belongs to a folder; this chat is not in one"
@@ -192,11 +195,13 @@ def command_refusal(chat: ChatContext, bank: Bank) -> str:
 
 def takes_commands(chat: ChatContext) -> bool:
     """Do `/memory` commands work here? In chats only (saved, temporary, channel): an API
-    call, an automation or a background task has nobody to answer."""
+    call, an automation or a background task has nobody to answer.
+    """
     return chat.kind not in _NO_MEMORY_KINDS
 
 
 def takes_whole_memory_commands(chat: ChatContext) -> bool:
     """May `forget all` and `import` run here? They change everything of the sender at once
-    and their previews show it, so only in a chat nobody else sees."""
+    and their previews show it, so only in a chat nobody else sees.
+    """
     return not chat.collaborative

@@ -146,7 +146,8 @@ AGREEMENT_DEPTH = 10
 
 def list_agreement(semantic: Sequence[Candidate], keyword: Sequence[Candidate]) -> float:
     """Share in [0, 1] of the top `AGREEMENT_DEPTH` full-text matches also among the top
-    `AGREEMENT_DEPTH` nearest; 1 when there is no full-text match (nothing to weigh)."""
+    `AGREEMENT_DEPTH` nearest; 1 when there is no full-text match (nothing to weigh).
+    """
     top_k = {c.memory.seq for c in keyword[:AGREEMENT_DEPTH]}
     if not top_k:
         return 1.0
@@ -300,7 +301,8 @@ def score_fused(
     items: Iterable[Fused], *, now: datetime, params: RankingParams
 ) -> list[RankedMemory]:
     """Blend each item's fused relevance with recency, scaled by strength; best first
-    (ties: earlier stored)."""
+    (ties: earlier stored).
+    """
     ranked = []
     for f in items:
         memory = f.candidate.memory
@@ -393,7 +395,8 @@ def rank_candidates(
 def render_item(item: RankedMemory, *, today: date | None = None) -> str:
     """One injected line: `- [YYYY-MM-DD] content`, credentials redacted, on one line and
     without anything that could close or open a tag (`safety.inert`). With the user's
-    `today`, an event whose date has passed says so (core/past_events.py)."""
+    `today`, an event whose date has passed says so (core/past_events.py).
+    """
     memory = item.memory
     mark = (
         past_events.past_mark(memory.content, stated_on=memory.created_at.date(), today=today)

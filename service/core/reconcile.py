@@ -168,7 +168,8 @@ def _content_stems(text: str) -> set[str]:
 
 def subject(text: str) -> tuple[str, ...]:
     """Who a fact is about: ("user",) or ("user's", "sister", …) up to the first verb-like
-    word; a fact about a named person starts with the name."""
+    word; a fact about a named person starts with the name.
+    """
     tokens = _tokens(text)
     if not tokens:
         return ()
@@ -212,7 +213,8 @@ def _attributes(text: str) -> set[str]:
 
 def _swapped_value(new: str, old: str) -> bool:
     """True when the two facts share a frame — subject and predicate before the differing
-    words — and differ only in a short value ("works at Falcon" / "works at Heron")."""
+    words — and differ only in a short value ("works at Falcon" / "works at Heron").
+    """
     a, b = _tokens(new), _tokens(old)
     prefix = 0
     while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
@@ -252,14 +254,16 @@ _COMPARATIVE = re.compile(r"\b(?:over|than|rather|instead|statt|plutôt|que)\b",
 
 def _swapped_order(new: str, old: str) -> bool:
     """The same words in another order around a comparison ("tea over coffee" / "coffee
-    over tea"): the preference turned round."""
+    over tea"): the preference turned round.
+    """
     a, b = _tokens(new), _tokens(old)
     return a != b and sorted(a) == sorted(b) and bool(_COMPARATIVE.search(new))
 
 
 def _other_value(new: str, old: str) -> bool:
     """Both facts have content words the other lacks in the same frame ("owns a road bike" /
-    "owns a mountain bike"): another thing, not other words for the same one."""
+    "owns a mountain bike"): another thing, not other words for the same one.
+    """
     only_new = _content_stems(new) - _content_stems(old)
     only_old = _content_stems(old) - _content_stems(new)
     if not only_new or not only_old:
@@ -273,7 +277,8 @@ def _other_value(new: str, old: str) -> bool:
 
 def _predicate_overlap(new: str, old: str) -> float:
     """Share of the shorter fact's predicate stems the other holds (the subject's words are
-    shared by construction and left out)."""
+    shared by construction and left out).
+    """
     who = {_stem(w) for w in subject(new) + subject(old)}
     predicate_new, predicate_old = _content_stems(new) - who, _content_stems(old) - who
     smaller = min(len(predicate_new), len(predicate_old))
@@ -284,7 +289,8 @@ def _other_value_of(new: str, old: str, cosine: float) -> bool:
     """Could `new` give the attribute another value? Each fact must hold content the other
     lacks (a fact that only adds a word refines the old one), and facts naming the same
     names, numbers and dates give the same value in other words ("works at Falcon" /
-    "is employed at Falcon", at a rewording's cosine)."""
+    "is employed at Falcon", at a rewording's cosine).
+    """
     if not (_content_stems(new) - _content_stems(old)) or not (
         _content_stems(old) - _content_stems(new)
     ):
@@ -295,7 +301,8 @@ def _other_value_of(new: str, old: str, cosine: float) -> bool:
 
 def _both_negative(new: str, old: str) -> bool:
     """Both facts say the same dislike, one with a negation ("dislikes long meetings" /
-    "does not like long meetings"), and disagree in nothing else."""
+    "does not like long meetings"), and disagree in nothing else.
+    """
     if _polarity(new) != -1 or _polarity(old) != -1:
         return False
     differing = set(_tokens(new)) ^ set(_tokens(old))
@@ -372,7 +379,8 @@ def relation(
 def on_topic(new: str, target: str, cosine: float, *, topic_cosine: float = TOPIC_COSINE) -> bool:
     """May an UPDATE replace `target` with `new`? Yes when `new` restates or contradicts
     it, or is about the same subject at a cosine ≥ `topic_cosine`; otherwise the UPDATE is
-    about something else and `new` is written as a NEW fact."""
+    about something else and `new` is written as a NEW fact.
+    """
     if relation(new, target, cosine) is not Relation.SEPARATE:
         return True
     if cosine >= CLOSE_UPDATE_COSINE:

@@ -21,7 +21,8 @@ class Bank(StrEnum):
     @property
     def label(self) -> str:
         """Human name of the bank ("Project Memory"); not `title`, which str already has.
-        From its row in core/banks.py."""
+        From its row in core/banks.py.
+        """
         from service.core import banks  # the table imports this module
 
         return banks.spec(self).label

@@ -130,7 +130,8 @@ def _luhn(digits: str) -> bool:
 def _issuer_length_ok(digits: str) -> bool:
     """The lengths the card schemes issue for a number's prefix (ISO/IEC 7812 ranges): Visa
     13/16/19, Mastercard 16, Amex 15, Diners 14–16, JCB and Discover 16–19, UnionPay and
-    Maestro 12–19. An IMEI (15 digits, "35…" or "86…") fits none."""
+    Maestro 12–19. An IMEI (15 digits, "35…" or "86…") fits none.
+    """
     n = len(digits)
     if digits[0] == "4":
         return n in (13, 16, 19)
@@ -492,7 +493,8 @@ def _dangles(text: str) -> bool:
 
 def _continue_value(text: str) -> str:
     """`text` with its first token replaced when it reads as the value of a label that
-    ended the text before it (a secret split over two messages or lines)."""
+    ended the text before it (a secret split over two messages or lines).
+    """
     prefix = _LINE_PREFIX.match(text)
     head = prefix.end() if prefix else 0
     token = _FIRST_TOKEN.match(text, head)
@@ -522,7 +524,8 @@ def _split_lines(text: str) -> str:
 @lru_cache(maxsize=8192)
 def _redact_alone(text: str) -> str:
     """The layers on one text. Cached: the same memories are rendered into every injected
-    block, and one pass of all the detectors costs about a millisecond per 100 characters."""
+    block, and one pass of all the detectors costs about a millisecond per 100 characters.
+    """
     text = _replace_hits(text)
     for pattern, replace in _RULES:
         text = pattern.sub(replace, text)
@@ -551,7 +554,8 @@ def redact(text: str, *, previous: str | None = None) -> str:
 
 def redact_conversation(messages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """(role, text) messages, each redacted with the user's message before it as
-    `previous`, so a secret split over two user messages is caught."""
+    `previous`, so a secret split over two user messages is caught.
+    """
     out: list[tuple[str, str]] = []
     previous: str | None = None
     for role, text in messages:
@@ -563,7 +567,8 @@ def redact_conversation(messages: Sequence[tuple[str, str]]) -> list[tuple[str, 
 
 def mostly_redacted(text: str, *, min_chars: int = 12) -> bool:
     """True when fewer than `min_chars` characters are left once placeholders are removed:
-    a "fact" that would only say that something was withheld."""
+    a "fact" that would only say that something was withheld.
+    """
     if not PLACEHOLDER.search(text):
         return False
     return len(PLACEHOLDER.sub("", text).strip(" .,:;-")) < min_chars

@@ -72,7 +72,8 @@ def is_command_turn(*, role: Role, content: str, context: Sequence[tuple[str, st
     """True when the clicked message is a `/memory` command (or a mistyped one), or the
     answer to one: the user message it replies to is the last user message of `context`.
     Such a text (the help, a list, an export) says nothing about the user; extraction could
-    store its examples as facts."""
+    store its examples as facts.
+    """
     if role is Role.USER:
         return text.is_command_or_typo(content)
     asked = next((said for who, said in reversed(context) if who == Role.USER.value), None)
@@ -88,13 +89,15 @@ def default_bank(scope: WriteScope) -> Bank | None:
     """Where the message itself goes without an LLM: the first bank of Assistant Memory (a
     chat with an assistant that keeps its own: the only bank there), Personal, Interaction
     Patterns (a shared chat, like `/memory add` there), Chat Memory (someone else's message)
-    that the scope lets the click write; None when it may write none of them."""
+    that the scope lets the click write; None when it may write none of them.
+    """
     return banks.first_default(set(scope.owners))
 
 
 def turn_text(*, role: Role, content: str, context: Sequence[tuple[str, str]]) -> TurnText:
     """The clicked message as the extraction prompt's one new user message, with up to
-    MAX_CONTEXT_MESSAGES earlier (role, text) pairs as history."""
+    MAX_CONTEXT_MESSAGES earlier (role, text) pairs as history.
+    """
     said = content if role is Role.USER else REPLY_PREFIX + content
     return TurnText(
         user_message=said,

@@ -208,7 +208,8 @@ def notice(due: Sequence[Reminder], outcome: RequestOutcome | None, *, zone: tzi
 
 def listed(reminders: Sequence[Reminder], *, now: datetime) -> list[Reminder]:
     """What `/memory reminders` shows: pending ones by due time (context ones last), then
-    those fired in the last `DONE_LISTED_DAYS` days, newest first."""
+    those fired in the last `DONE_LISTED_DAYS` days, newest first.
+    """
     pending = [r for r in reminders if r.state is ReminderState.PENDING]
     pending.sort(key=lambda r: (r.trigger is TriggerKind.CONTEXT, r.due_at or r.created_at, r.seq))
     since = now - timedelta(days=DONE_LISTED_DAYS)

@@ -23,7 +23,8 @@ class RetryPolicy:
 
     def wait_s(self, attempts: int) -> float:
         """Seconds before the next try, after a failed run with `attempts` earlier ones:
-        min(base · 2^attempts, max_wait)."""
+        min(base · 2^attempts, max_wait).
+        """
         if attempts >= 64:  # 2**64 · base is past any cap
             return self.max_wait_s
         return min(self.base_s * 2.0**attempts, self.max_wait_s)

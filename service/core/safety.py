@@ -31,5 +31,6 @@ def looks_like_instruction(text: str) -> bool:
     order overriding its rules (`service/core/instructions.py`) or a harmful act the rules
     of `service/core/planted.py` name. Pure and cheap (no embedding), so the read path and
     every writer use it; writers add the semantic check (`flows/planted_check.py`). Cached:
-    the read path asks it of the same memories turn after turn (~0.7 ms a new text)."""
+    the read path asks it of the same memories turn after turn (~0.7 ms a new text).
+    """
     return instructions.is_instruction(text) or bool(planted.rule_reasons(text))

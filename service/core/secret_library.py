@@ -110,7 +110,8 @@ _QUOTES = "\"'` "
 
 def _value_span(match: re.Match[str], group: int | None = None) -> tuple[int, int]:
     """The span of the secret in a plugin's match: the group it names, else the last
-    non-empty group, else the whole match without the delimiters some patterns take in."""
+    non-empty group, else the whole match without the delimiters some patterns take in.
+    """
     if group is not None:
         return match.span(group)
     for index in range(len(match.groups()), 0, -1):
@@ -168,7 +169,8 @@ def provider_hits(text: str) -> Iterator[Hit]:
 
 def private_key_hits(text: str) -> Iterator[Hit]:
     """Private key blocks (PEM, OpenSSH, PGP, SSH2, PuTTY), from their header to their end
-    line, or to the end of the text when the user pasted only part of one."""
+    line, or to the end of the text when the user pasted only part of one.
+    """
     starts = [m.start() for p in _PRIVATE_KEY.denylist for m in p.finditer(text)]
     starts += [m.start() for m in _PUTTY.finditer(text)]
     covered = -1
@@ -192,7 +194,8 @@ def assignment_hits(line: str) -> Iterator[Hit]:
 
     The library's patterns backtrack over the rest of the line at every keyword (quadratic
     in a long line of keywords), so a long line is read in overlapping windows of
-    `_WINDOW` characters: an assignment is short, and the cost stays linear."""
+    `_WINDOW` characters: an assignment is short, and the cost stays linear.
+    """
     folded = line.casefold()
     if not any(word in folded for word in _ASSIGNMENT_WORDS):
         return  # none of the detector's keywords: skip its backtracking patterns
@@ -250,7 +253,8 @@ _PATH_WORD = re.compile(r"^[a-z]{3,}$")
 def entropy_hits(text: str, *, min_chars: int = 32) -> Iterator[Hit]:
     """Long runs of base64 or hex characters random enough to be keys (the library's Shannon
     entropy limits), minus UUIDs, sequences, wallet addresses and URL paths (a shared
-    document's id in its link is an address, not a credential)."""
+    document's id in its link is an address, not a credential).
+    """
     for match in _TOKEN.finditer(text):
         value = match.group(0)
         if len(value) < min_chars or heuristic.is_potential_uuid(value):
@@ -276,7 +280,8 @@ def entropy_hits(text: str, *, min_chars: int = 32) -> Iterator[Hit]:
 
 def hex_entropy(value: str) -> float:
     """Shannon entropy of `value` over the hex alphabet (bits per character; the library's
-    digits-only correction included)."""
+    digits-only correction included).
+    """
     return float(_HEX.calculate_shannon_entropy(value))
 
 

@@ -73,7 +73,8 @@ long query is still a user's inlet, waiting within the service's deadline."""
 
 def _lower_priority(by: int = BULK_NICE) -> None:
     """Lower the calling thread's scheduling priority by `by` (Linux; elsewhere a no-op:
-    the lanes still keep inlets from queueing behind bulk work)."""
+    the lanes still keep inlets from queueing behind bulk work).
+    """
     try:
         tid = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + by)
@@ -203,7 +204,8 @@ class Encoder:
 
     async def read_text(self, text: str) -> str:
         """`model_text(text)` without tokenizing on the event loop: a long text not seen
-        lately is tokenized on the long-query lane (the inlet looks the message up by it)."""
+        lately is tokenized on the long-query lane (the inlet looks the message up by it).
+        """
         if len(text) <= MAX_SEQ_TOKENS - 2:
             return text
         with self._lock:
@@ -266,7 +268,8 @@ class Encoder:
 
     async def encode_one(self, text: str) -> np.ndarray:
         """Embed one text on the query lane (as much as the model reads of it, `model_text`):
-        (dim,) float32, L2-normalized."""
+        (dim,) float32, L2-normalized.
+        """
         vectors = await self.encode([text])
         one: np.ndarray = vectors[0]
         return one

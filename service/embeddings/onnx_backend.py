@@ -39,14 +39,16 @@ CACHE_FOLDER = "memory-service"
 
 def default_cache_dir() -> Path:
     """Where ONNX exports are kept when MEMORY_MODEL_CACHE_DIR is unset: the user's cache
-    folder (`$XDG_CACHE_HOME`, else `~/.cache`), `memory-service/onnx`."""
+    folder (`$XDG_CACHE_HOME`, else `~/.cache`), `memory-service/onnx`.
+    """
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / CACHE_FOLDER / "onnx"
 
 
 def model_key(model_dir: Path) -> str:
     """A hash of the model's files (config, tokenizer, weights): 16 hex digits. The same model
-    installed in two places shares one export; changed weights get a new one."""
+    installed in two places shares one export; changed weights get a new one.
+    """
     digest = hashlib.sha256()
     files = sorted(
         p

@@ -216,7 +216,8 @@ async def erase_uncovered(session: AsyncSession, *, chat_ids: Sequence[str]) -> 
 
 def _time_of(turn: Turn) -> datetime:
     """When the turn's user message was written (or arrived: `flows.turns.accept_turn`); now
-    (UTC) for a turn an older release accepted without a time."""
+    (UTC) for a turn an older release accepted without a time.
+    """
     occurred = turn.payload.get("occurred_at")
     return datetime.fromisoformat(occurred) if occurred else datetime.now(UTC)
 

@@ -103,7 +103,8 @@ async def _list(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comma
 
 def _assistant_title(chat: ChatContext) -> str | None:
     """The label "Assistant Memory of Coding Helper" in a chat with an assistant that has its own
-    memory (escaped for Markdown), else None."""
+    memory (escaped for Markdown), else None.
+    """
     if not chat.assistant_id:
         return None
     return text.escape_markdown(assistants.label(chat.assistant_id, chat.assistant_name))
@@ -411,7 +412,8 @@ async def _other_assistants_line(
 ) -> str:
     """The Assistant Memory line of `/memory banks` outside an assistant's chat: how many
     memories the sender keeps with which assistants (counts and ids, never contents), in a
-    private chat only."""
+    private chat only.
+    """
     if chat.collaborative or chat.assistant_id or not chat.user_id:
         return f"- **{row.label}**: hidden here"
     found = []
@@ -484,7 +486,8 @@ async def _why(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Comman
 
 def _is_profile_item(item: dict[str, object]) -> bool:
     """A core memory sent whatever the message: flagged, or recorded without numbers
-    (ranking.split_core gives a core memory that was not retrieved similarity 0, score 0)."""
+    (ranking.split_core gives a core memory that was not retrieved similarity 0, score 0).
+    """
     if item.get("profile") is True:
         return True
     return item.get("similarity") == 0 and item.get("score") == 0
@@ -515,7 +518,8 @@ async def _export(rt: Runtime, chat: ChatContext, scope: ReadScope, command: Com
 
 def export_json(rows: list[Memory]) -> list[dict[str, object]]:
     """Memories as plain JSON objects (the export format of the API and `/memory export`;
-    read back by service/core/imports.py `parse_export`)."""
+    read back by service/core/imports.py `parse_export`).
+    """
     return [
         {
             "id": text.encode_id(m.seq),

@@ -299,7 +299,8 @@ async def _summarize_cluster(
 ) -> tuple[SummaryDraft | None, str]:
     """`_ask_for_summary`, then the full planted-instruction check of every stored text
     (rules, nearest labelled examples, LLM verdict; per sentence): a refused summary leaves
-    its sources as they were."""
+    its sources as they were.
+    """
     draft, reason = await _ask_for_summary(rt, cluster, params=params)
     if draft is not None and await planted_check.refuses_any_sentence(rt, draft.content):
         log.warning(
@@ -354,7 +355,8 @@ def chunks_of(
 ) -> list[tuple[Ready, list[Memory]]]:
     """The applied plan cut into transactions that retire at most `size` memories each
     (a cluster is never split: its summary and its sources commit together), merges first,
-    then pruning."""
+    then pruning.
+    """
     out: list[tuple[Ready, list[Memory]]] = []
     batch: Ready = []
     retired = 0
@@ -386,7 +388,8 @@ async def _apply(
     between two, so an owner of 10,000 memories never holds its lock, a connection or the
     WAL for the whole run. Each transaction is whole on its own (a summary with all its
     sources); a run stopped between two leaves the owner consistent, and the next run plans
-    from what is there."""
+    from what is there.
+    """
     summaries: list[Memory] = []
     merged = pruned = 0
     for clusters, prune in chunks_of(ready, plan.prune, size=params.chunk_size):

@@ -343,7 +343,8 @@ _use_records: dict[tuple[str, str], set[asyncio.Task[None]]] = {}
 async def use_recorded(chat: ChatContext) -> None:
     """Return once the `/memory why` records of `chat` that this process was still writing
     are committed (at most USE_RECORD_WAIT_S): the record is written after the answer went
-    out, and a user may ask why before it lands."""
+    out, and a user may ask why before it lands.
+    """
     in_flight = _use_records.get((chat.user_id, chat.chat_id))
     if in_flight:
         await asyncio.wait(set(in_flight), timeout=USE_RECORD_WAIT_S)

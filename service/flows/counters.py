@@ -45,7 +45,8 @@ _HTTP_STATUS = re.compile(r"HTTP (\d{3})")
 
 def llm_failure(exc: LLMUnavailable) -> tuple[str, str]:
     """(cause, sentence) of an LLM failure: `http_503` and "the LLM answered HTTP 503",
-    `unreachable`, or `bad_answer`. The sentence carries no body text of the answer."""
+    `unreachable`, or `bad_answer`. The sentence carries no body text of the answer.
+    """
     text = str(exc)
     status = _HTTP_STATUS.search(text)
     if status:
@@ -118,7 +119,8 @@ class LLMFailure:
 
 async def last_llm_failure(rt: Runtime) -> LLMFailure | None:
     """The latest LLM failure of the installation if no extraction finished after it, else
-    None (the LLM has answered since)."""
+    None (the LLM has answered since).
+    """
     async with rt.db.reads() as session:
         rows = await counters.totals(session)
     failures = [r for r in rows if r.name == "llm_failures" and r.last_at is not None]

@@ -1,5 +1,6 @@
 """What `doctor` reads of a database and an LLM answer, for the CLI (which never imports
-storage or llm itself: tests/unit/test_import_contract.py)."""
+storage or llm itself: tests/unit/test_import_contract.py).
+"""
 
 from __future__ import annotations
 

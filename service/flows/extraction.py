@@ -222,14 +222,16 @@ async def mark_turn_failed(rt: Runtime, *, turn_id: int, error: str) -> None:
 
 def _claim_s(rt: Runtime) -> float:
     """How long a planned batch stays claimed: two LLM calls (answer, repair) for each
-    attempt (`REASKS_ON_CONFLICT`) and a minute."""
+    attempt (`REASKS_ON_CONFLICT`) and a minute.
+    """
     return 2 * (1 + REASKS_ON_CONFLICT) * rt.settings.llm_timeout_s + 60
 
 
 def _turn_time(turn: Turn) -> datetime | None:
     """The date of the turn's memories (`flows.turns.accept_turn` stores it: the message's
     own time, or when the turn arrived); None only for a turn an older release accepted
-    without one, which is then dated when it is extracted."""
+    without one, which is then dated when it is extracted.
+    """
     occurred = turn.payload.get("occurred_at")
     return datetime.fromisoformat(occurred) if occurred else None
 
@@ -548,7 +550,8 @@ async def _apply_answer(
 
 def _stored_texts(contents: list[str]) -> list[str]:
     """What `_apply` stores of each text (secrets redacted, NFC), with the rule check it
-    asks of each one done too (both cached), so `_apply` finds them ready."""
+    asks of each one done too (both cached), so `_apply` finds them ready.
+    """
     texts = [unicodedata.normalize("NFC", safety.redact_secrets(c)).strip() for c in contents]
     for text in texts:
         safety.looks_like_instruction(text)
@@ -561,7 +564,8 @@ async def _drop_planted(rt: Runtime, operations: list[Operation], *, owner: str)
     asked of the LLM holds no database resource). The text judged is the one `_apply`
     stores, so its embedding is the one `_apply` finds in the encoder's cache. The secret
     scans of up to 120 texts (about a millisecond per 100 characters each) run on the
-    sender's lane of the worker pool, never on the loop that serves inlets (issue 26)."""
+    sender's lane of the worker pool, never on the loop that serves inlets (issue 26).
+    """
     writes = [op for op in operations if op.op in (OpKind.NEW, OpKind.UPDATE) and op.content]
     if not writes:
         return operations
@@ -578,7 +582,8 @@ async def _drop_restated_deletes(
     rt: Runtime, operations: list[Operation], *, refs: dict[str, Memory]
 ) -> list[Operation]:
     """The answer without DELETEs of memories that its own NEW or UPDATE texts restate (no
-    database resource is held: this runs between the LLM call and the write transaction)."""
+    database resource is held: this runs between the LLM call and the write transaction).
+    """
     deletes = [
         (op.ref, refs[op.ref].content)
         for op in operations
@@ -610,7 +615,8 @@ def _changed_targets(asked: _Asked, states: dict[uuid.UUID, memories.RowState]) 
     new version since they were shown (another chat's correction of a shared memory).
 
     A memory forgotten meanwhile is not one (forget wins), nor one a person edited meanwhile
-    (the edit is newer than the message: it wins, DESIGN §5.6)."""
+    (the edit is newer than the message: it wins, DESIGN §5.6).
+    """
     found = []
     for op in asked.parsed.operations:
         target = asked.refs.get(op.ref or "") if op.op in (OpKind.UPDATE, OpKind.DELETE) else None
@@ -634,7 +640,8 @@ def _as_shown(memory: Memory, states: dict[uuid.UUID, memories.RowState]) -> boo
 class _Gone:
     """Forgotten memories whose text is not written again: the shown ones forgotten while
     the LLM answered, and for each turn of the batch the guards that single forgets since
-    it was accepted left it (`core.forget_guard`)."""
+    it was accepted left it (`core.forget_guard`).
+    """
 
     def __init__(
         self,
@@ -652,7 +659,8 @@ class _Gone:
 
     async def repeats(self, content: str, vector: np.ndarray, index: int) -> bool:
         """Does `content`, a fact of the batch's message `index`, restate one of them (the
-        dedup thresholds)?"""
+        dedup thresholds)?
+        """
         if index < len(self._guards) and any(
             forget_guard.restates(
                 content,
@@ -892,7 +900,8 @@ async def _archive(
 
 def _storable_content(proposed: str) -> str | None:
     """The fact's text, secrets redacted and NFC-normalised; None (counted) when nothing is
-    left, or it reads as an instruction or is mostly redacted."""
+    left, or it reads as an instruction or is mostly redacted.
+    """
     content = unicodedata.normalize("NFC", safety.redact_secrets(proposed)).strip()
     if not content or safety.looks_like_instruction(content) or _mostly_redacted(content):
         log.info("extraction proposed an instruction-like or secret-only fact; not stored")
@@ -905,7 +914,8 @@ async def _still_wanted(
     rt: Runtime, content: str, vector: np.ndarray, *, guard: _Guard, asked: _Asked | None
 ) -> bool:
     """False when the batch's user messages do not back the fact (with the support check on)
-    or it restates a memory forgotten during the call (forget wins)."""
+    or it restates a memory forgotten during the call (forget wins).
+    """
     if asked is not None and rt.settings.extraction_support_check:
         if not _backed(content, vector, asked):
             return False
@@ -974,7 +984,8 @@ async def _cosine(rt: Runtime, vector: object, text: str) -> float:
 
 def _backed(content: str, vector: np.ndarray, asked: _Asked) -> bool:
     """Do the batch's user messages back `content` (`core.reconcile.supported`)? Counted
-    and logged when not."""
+    and logged when not.
+    """
     if copies_an_example(content, [*asked.texts, *asked.earlier]):
         log.info("extraction proposed a fact of the prompt's examples (from_examples)")
         observability.record_dropped_operations("from_examples")
@@ -999,7 +1010,8 @@ def _contradicted(
     relations: Sequence[tuple[Memory, reconcile.Relation]], cell: Scope, guard: _Guard
 ) -> Memory | None:
     """The active memory of the same owner that a NEW fact contradicts (it supersedes it),
-    or None. A shown memory changed while the LLM answered is left alone."""
+    or None. A shown memory changed while the LLM answered is left alone.
+    """
     for memory, found in relations:
         if found is not reconcile.Relation.CONTRADICTS:
             continue

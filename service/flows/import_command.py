@@ -256,7 +256,8 @@ async def _extract(
     rt: Runtime, chat: ChatContext, body: str, *, at: datetime
 ) -> list[ImportItem] | None:
     """Facts of free text by the extraction prompt; None when the LLM fails (the lines are
-    then taken one fact each)."""
+    then taken one fact each).
+    """
     writable = privacy.command_write_scope(chat)
     allowed = [r.bank for r in banks.rows() if r.portable and writable.scope_for(r.bank)]
     messages = build_messages(
@@ -419,7 +420,8 @@ async def import_openwebui(
 
 def openwebui_items(memories: list[tuple[str, datetime, datetime]]) -> list[ImportItem]:
     """Open WebUI memories as Personal import items tagged `import:openwebui`, each with its
-    own dates (content cut at 2,000 characters)."""
+    own dates (content cut at 2,000 characters).
+    """
     return [
         ImportItem(
             bank=Bank.PERSONAL,

@@ -64,7 +64,8 @@ class ImportReport:
 
 def user_cell(user_id: str) -> CellFor:
     """Cells of a restore for `user_id`: their own banks, a Project memory its folder, an
-    Assistant memory the user's memory for its assistant."""
+    Assistant memory the user's memory for its assistant.
+    """
 
     def cell_for(item: ImportItem) -> Scope | None:
         if not banks.spec(item.bank).portable:
@@ -105,7 +106,8 @@ def _guarded(
     items: Sequence[ImportItem], cell_for: CellFor
 ) -> tuple[list[tuple[Scope, ImportItem]], int, int]:
     """The items that pass the guards, with their cells; (kept, refused, not allowed).
-    Pure CPU (regexes over every text): run on a worker thread."""
+    Pure CPU (regexes over every text): run on a worker thread.
+    """
     kept: list[tuple[Scope, ImportItem]] = []
     refused = not_allowed = 0
     for item in items:
@@ -152,7 +154,8 @@ def _exact_fresh(
     planned: Sequence[Planned], stored: dict[Scope, list[str]]
 ) -> tuple[list[Planned], int]:
     """The restore dedup in linear time: one normalized key per text (`same_text`), looked
-    up in a set per cell. Pure CPU: run on a worker thread."""
+    up in a set per cell. Pure CPU: run on a worker thread.
+    """
     known = {cell: {dedup.normalize_text(t) for t in texts} for cell, texts in stored.items()}
     fresh: list[Planned] = []
     duplicates = 0

@@ -58,7 +58,8 @@ def owned_scope(
 
 async def everything_of(rt: Runtime, *, user_id: str) -> ReadScope:
     """Every cell that is only `user_id`'s: Personal, Interaction Patterns and their memory
-    for each assistant they have one for (user deletion, a full export)."""
+    for each assistant they have one for (user deletion, a full export).
+    """
     async with rt.db.unit_of_work() as session:
         owners = await memories.assistant_owners(session, user_id=user_id)
     own = owned_scope(user_id)
@@ -143,7 +144,8 @@ async def hybrid_search(rt: Runtime, *, scope: ReadScope, text: str, limit: int)
 
 async def export_for_user(rt: Runtime, *, user_id: str, folder_id: str | None) -> list[Memory]:
     """Everything of the user's that still has content, oldest first: their own banks, their
-    memory for every assistant, and the Project Memory of `folder_id` when given."""
+    memory for every assistant, and the Project Memory of `folder_id` when given.
+    """
     scope = await everything_of(rt, user_id=user_id)
     if folder_id:
         scope = ReadScope((*scope.scopes, *banks.owner_cells(OwnerKind.FOLDER, folder_id)))
@@ -533,7 +535,8 @@ async def forget_all_of(
 ) -> int:
     """Forget each of `rows` as `forget` does, FORGET_BATCH at a time (`forget_many`);
     returns how many were forgotten now (a row already forgotten as part of another
-    memory's history is skipped)."""
+    memory's history is skipped).
+    """
     count = 0
     ids = [m.id for m in rows]
     for start in range(0, len(ids), FORGET_BATCH):

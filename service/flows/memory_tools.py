@@ -137,7 +137,8 @@ async def _stored_twin(rt: Runtime, cell: Scope, content: str) -> Memory | None:
 
 async def forget(rt: Runtime, *, chat: ChatContext, memory_id: str) -> ToolResult:
     """Forget one active memory the model could find in this chat and this chat may change;
-    `memory_id` is its short id as `search` shows it."""
+    `memory_id` is its short id as `search` shows it.
+    """
     refused = policy.no_memory_here(chat)
     if refused is not None:
         return ToolResult("not_allowed", refused)

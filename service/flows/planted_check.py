@@ -32,7 +32,8 @@ _lock = asyncio.Lock()
 
 async def _examples_for(encoder: Encoder) -> tuple[np.ndarray, np.ndarray]:
     """The labelled examples' vectors under `encoder` (harmful, legitimate), embedded once
-    per encoder: ~230 short texts, a second or two on one thread."""
+    per encoder: ~230 short texts, a second or two on one thread.
+    """
     key = id(encoder)
     cached = _example_vectors.get(key)
     if cached is not None:
@@ -50,13 +51,15 @@ async def _examples_for(encoder: Encoder) -> tuple[np.ndarray, np.ndarray]:
 
 async def warm(rt: Runtime) -> None:
     """Embed the labelled examples now (at start-up, before `/readyz` says ready), so the
-    first write of a user does not pay for them (a few seconds on a busy machine)."""
+    first write of a user does not pay for them (a few seconds on a busy machine).
+    """
     await _examples_for(rt.encoder)
 
 
 async def verdicts(rt: Runtime, texts: Sequence[str]) -> list[planted.Verdict]:
     """One verdict per text (same order). Never raises for an LLM failure: a text in doubt
-    whose LLM verdict could not be had keeps the rules' and the margin's verdict."""
+    whose LLM verdict could not be had keeps the rules' and the margin's verdict.
+    """
     if not texts:
         return []
     harmful, legitimate = await _examples_for(rt.encoder)
@@ -97,6 +100,7 @@ _SENTENCE_END = re.compile("(?<=[.!?\u3002\uff01\uff1f])\\s+|\n+")
 
 async def refuses_any_sentence(rt: Runtime, text: str) -> bool:
     """True when one sentence of a longer LLM-written text (a profile, a chat summary) is a
-    planted instruction (`verdicts` of each sentence: the labelled examples are sentences)."""
+    planted instruction (`verdicts` of each sentence: the labelled examples are sentences).
+    """
     sentences = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
     return any(v.refused for v in await verdicts(rt, sentences))

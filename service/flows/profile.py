@@ -108,7 +108,8 @@ _recent: TTLCache[tuple[str, str], str] = TTLCache(maxsize=5_000, ttl=60)
 
 def cached_profile(*, user_id: str, collaborative: bool) -> str | None:
     """The profile text read for this user and view in the last minute, if any — never while
-    this process may have missed a withdrawal (its change listener is not connected)."""
+    this process may have missed a withdrawal (its change listener is not connected).
+    """
     if not cache_sync.connected():
         return None
     return _recent.get((user_id, policy.view_for(collaborative=collaborative).value))
@@ -173,7 +174,8 @@ def _usable_text(
     rt: Runtime, found: profiles.Profile | None, *, user_id: str, view: ProfileView, seen: int
 ) -> str | None:
     """The stored profile's text if a chat may see it; caches it for the degraded path
-    unless a withdrawal came in since `seen` (`cache_sync.epoch()` before the read)."""
+    unless a withdrawal came in since `seen` (`cache_sync.epoch()` before the read).
+    """
     text = policy.checked_profile(found.content) if found is not None else None
     if found is None or text is None:
         _recent.pop((user_id, view.value), None)

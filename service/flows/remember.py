@@ -230,7 +230,8 @@ def _guarded_facts(
 ) -> tuple[list[tuple[Bank, str, tuple[str, ...]]], list[Refusal], int]:
     """The facts the guards let through as (bank, text, tags), the refusals, and how many
     facts named a bank this click may not write. `proposed` None (no LLM, or it failed):
-    the message itself is the one fact."""
+    the message itself is the one fact.
+    """
     refused: list[Refusal] = []
     facts: list[tuple[Bank, str, tuple[str, ...]]] = []
     if proposed is None:
@@ -259,7 +260,8 @@ async def _plan(
     rt: Runtime, facts: list[tuple[Bank, str, tuple[str, ...]]]
 ) -> tuple[list[_Fact], list[Refusal]]:
     """The facts the planted-instruction check lets through, embedded ((d,) float32 each),
-    and one INSTRUCTION refusal per fact it refused."""
+    and one INSTRUCTION refusal per fact it refused.
+    """
     verdicts = await planted_check.verdicts(rt, [f for _, f, _ in facts])
     refused = [Refusal.INSTRUCTION for v in verdicts if v.refused]
     facts = [f for f, v in zip(facts, verdicts, strict=True) if not v.refused]
@@ -287,7 +289,8 @@ async def _extract(
 ) -> tuple[list[tuple[Bank | None, str, tuple[str, ...]]] | None, list[Memory]]:
     """The LLM's facts of the message ((bank, text, tags) each; bank None: not one this
     click may write) and the memories it was shown; (None, []) when the LLM fails (the
-    message itself is then stored)."""
+    message itself is then stored).
+    """
     allowed = [b for b in Bank if b in scope_cells]
     vector = await rt.encoder.encode_one(content)
     async with rt.db.unit_of_work() as session:

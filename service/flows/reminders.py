@@ -155,7 +155,8 @@ async def _settle(
     key: str,
 ) -> RequestOutcome | None:
     """Set the requested reminder, or say why not (where first: no chat but a private one
-    would set it, however it was phrased)."""
+    would set it, however it was phrased).
+    """
     if owner is None:
         reason = (
             policy.NOT_IN_TEMPORARY_CHAT

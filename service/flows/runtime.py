@@ -23,7 +23,8 @@ class JobQueueError(Exception):
 
 class JobQueue(Protocol):
     """What flows ask of the job queue; jobs/queue.py implements it on procrastinate, so no
-    flow imports the queue library (tests/unit/test_import_contract.py)."""
+    flow imports the queue library (tests/unit/test_import_contract.py).
+    """
 
     async def defer(
         self,
@@ -86,7 +87,8 @@ class Runtime:
 
     def session_url(self) -> str:
         """The libpq URL of a direct connection for LISTEN and session locks (`direct_url`, else
-        the engine's own URL)."""
+        the engine's own URL).
+        """
         return self.direct_url or libpq_url(
             self.db.engine.url.render_as_string(hide_password=False)
         )

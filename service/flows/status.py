@@ -108,7 +108,8 @@ def admin_notice(*, llm_configured: bool, failed: int) -> str | None:
 
 async def read_metrics_state(rt: Runtime, state: ScrapeState) -> None:
     """Fill `state` (the /metrics gauges) from the database; on failure mark it down and
-    keep the old numbers."""
+    keep the old numbers.
+    """
     try:
         async with rt.db.unit_of_work() as session:
             state.turns = await turns.counts(session)

@@ -160,7 +160,8 @@ REPLACED = "replaced: the user edited an earlier message of this branch"
 
 async def _drop_replaced(session: AsyncSession, *, turn_id: int, waiting: list[Turn]) -> list[Turn]:
     """Discard the waiting turns an edit took off the chat's branch (`replaced_turns`);
-    returns the turns still waiting."""
+    returns the turns still waiting.
+    """
 
     def place(turn: Turn) -> batching.BranchTurn:
         texts = turn.payload.get("texts") or {}
@@ -242,7 +243,8 @@ async def defer_quiet_check(
     rt: Runtime, *, turn_id: int, user_id: str, connection: Any | None = None
 ) -> None:
     """Schedule the turn's quiet check `MEMORY_BATCH_QUIET_S` from now (once per turn);
-    `connection` as for `defer_extraction`."""
+    `connection` as for `defer_extraction`.
+    """
     if not await rt.jobs.defer(
         QUIET_TASK,
         queue=EXTRACTION_QUEUE,

@@ -37,7 +37,8 @@ STALLED_AFTER_S = 30.0
 class _ExtractionRetry(procrastinate.BaseRetryStrategy):
     """procrastinate's side of `RetryPolicy`: an unreachable LLM is tried again with a
     doubling, capped wait until the outage is older than the policy's age; other errors a
-    fixed number of times."""
+    fixed number of times.
+    """
 
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy

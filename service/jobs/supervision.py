@@ -56,7 +56,8 @@ async def keep_running(start: Callable[[], Awaitable[None]], *, name: str) -> No
 
 async def cancel(task: asyncio.Task[None] | None) -> None:
     """Cancel a background loop at shutdown and wait for it (no-op for None or a finished
-    task; whatever it raises while stopping is swallowed, the service is going down)."""
+    task; whatever it raises while stopping is swallowed, the service is going down).
+    """
     if task is None:
         return
     task.cancel()

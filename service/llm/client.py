@@ -59,7 +59,8 @@ def decode_json_answer(text: str, *, max_chars: int | None = None) -> Any:
 def _decode_large(text: str, *, max_chars: int) -> Any:
     """An answer past `max_chars`: the JSON between its first `{` or `[` and its last `}` or
     `]` when that is valid JSON (fences and prose around it aside), else refused; never
-    repaired, so it costs linear time."""
+    repaired, so it costs linear time.
+    """
     log.warning("LLM answer of %d characters, past %d: no repair attempted", len(text), max_chars)
     starts = [i for i in (text.find("{"), text.find("[")) if i != -1]
     end = max(text.rfind("}"), text.rfind("]"))
@@ -175,7 +176,8 @@ class LLMClient:
         self, body: dict[str, Any], *, json_answer: bool, schema: dict[str, Any] | None
     ) -> httpx.Response:
         """POST `body` with the response format of the ladder's current mode; on a 4xx
-        that rejects the format, step down and send again (at most once per mode)."""
+        that rejects the format, step down and send again (at most once per mode).
+        """
         while True:
             mode = self.formats.mode_for(json_answer=json_answer, schema=schema)
             response_format = structured.response_format(mode, schema)

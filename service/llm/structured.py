@@ -74,7 +74,8 @@ class FormatLadder:
 
     def mode_for(self, *, json_answer: bool, schema: dict[str, Any] | None) -> Mode:
         """The mode of the next request: `off` for a text answer; else the strongest mode
-        not rejected yet that the request can use (the schema modes need a schema)."""
+        not rejected yet that the request can use (the schema modes need a schema).
+        """
         if not json_answer:
             return "off"
         if self._fixed is not None:
@@ -86,7 +87,8 @@ class FormatLadder:
 
     def step_down(self, mode: Mode, status: int, body: str) -> bool:
         """After an answer to a request sent in `mode`: True when the endpoint rejected the
-        format, which is then never sent again (send the request again); False otherwise."""
+        format, which is then never sent again (send the request again); False otherwise.
+        """
         if not self.auto or mode == "off":
             return False
         lowered = body.lower()

@@ -135,7 +135,8 @@ async def requeue_failed(session: AsyncSession, *, turn_id: int) -> tuple[Requeu
 
 async def job_counts(session: AsyncSession) -> dict[tuple[str, str], int]:
     """(queue, status) → jobs waiting (`todo`), running (`doing`) or due later
-    (`scheduled`: the quiet checks of recent turns) in the job queue."""
+    (`scheduled`: the quiet checks of recent turns) in the job queue.
+    """
     rows = await session.execute(
         text(
             "SELECT queue_name, CASE WHEN status = 'todo' AND scheduled_at > now() "
@@ -171,7 +172,8 @@ async def database_facts(session: AsyncSession) -> DatabaseFacts:
 
 async def count_active_memories(session: AsyncSession) -> int:
     """Active memories of every owner: a service-wide figure for /v1/status, never shown per
-    user (no scope applies)."""
+    user (no scope applies).
+    """
     count = await session.execute(
         select(func.count()).where(MemoryRow.status == Status.ACTIVE.value)
     )

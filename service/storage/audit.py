@@ -16,7 +16,8 @@ from service.storage.tables import MemoryEventRow, MemoryRow
 
 def snapshot(memory: Memory) -> dict[str, Any]:
     """The audited fields of a memory as JSON; the content redacted of secrets (a row
-    written before the current rules must not copy a credential into the trail)."""
+    written before the current rules must not copy a credential into the trail).
+    """
     return {
         "content": redaction.redact(memory.content),
         "bank": memory.bank.value,
@@ -69,7 +70,8 @@ async def record_created_many(
     session: AsyncSession, added: Sequence[Memory], *, actor: str, reason: str
 ) -> None:
     """The "create" events of memories just inserted (`record_created` for each), written
-    in one batched statement."""
+    in one batched statement.
+    """
     await record_many(
         session,
         [
@@ -89,7 +91,8 @@ async def record_created_many(
 
 async def record_many(session: AsyncSession, events: Sequence[dict[str, Any]]) -> None:
     """Append audit events in one batched INSERT (no ids read back); each a dict of
-    `record`'s arguments (memory_id, owner_id, actor, action, reason, before, after)."""
+    `record`'s arguments (memory_id, owner_id, actor, action, reason, before, after).
+    """
     if events:
         await session.execute(insert(MemoryEventRow.__table__), list(events))
 

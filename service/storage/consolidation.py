@@ -114,7 +114,8 @@ async def current_versions(
     session: AsyncSession, *, scope: ReadScope, memory_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, datetime]:
     """`updated_at` of the memories among `memory_ids` that are still active in `scope`,
-    row-locked until the transaction ends (a plan is applied only to unchanged rows)."""
+    row-locked until the transaction ends (a plan is applied only to unchanged rows).
+    """
     if not scope or not memory_ids:
         return {}
     stmt = (
@@ -261,7 +262,8 @@ async def summaries_containing_any(
     session: AsyncSession, *, scope: ReadScope, memory_ids: Sequence[uuid.UUID]
 ) -> list[Memory]:
     """`summaries_containing` for many sources at once: the summaries in `scope` (any status
-    but deleted) that list any of `memory_ids` as a source, in ascending seq."""
+    but deleted) that list any of `memory_ids` as a source, in ascending seq.
+    """
     ids = list(dict.fromkeys(memory_ids))
     if not scope or not ids:
         return []

@@ -167,7 +167,8 @@ class _ClampedTimestamptzLoader(Loader):
     nearest one it can, so one odd row never makes a user's memory unreadable.
 
     Reads through psycopg's own text loader (its C one where installed), not a subclass of
-    the Python one, so every in-range value is parsed as psycopg parses it, at C speed."""
+    the Python one, so every in-range value is parsed as psycopg parses it, at C speed.
+    """
 
     def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
         super().__init__(oid, context)

@@ -38,7 +38,8 @@ class Guard:
 
 def _could_write(owner_kind: OwnerKind, owner_id: str) -> ColumnElement[bool]:
     """Turns whose chat may write a bank of this owner (a superset is harmless: a guard only
-    drops a fact that restates the forgotten memory)."""
+    drops a fact that restates the forgotten memory).
+    """
     if owner_kind is OwnerKind.CHAT:
         return TurnRow.chat_id == owner_id
     if owner_kind is OwnerKind.FOLDER:
@@ -55,7 +56,8 @@ async def lock_open_turns(
 ) -> list[int]:
     """Row-lock (ascending id, until the unit of work ends) the turns not extracted yet —
     queued, or failed, which an admin may queue again — that could write a bank of one of
-    `owners`; their ids."""
+    `owners`; their ids.
+    """
     conditions = [_could_write(kind, owner) for kind, owner in dict.fromkeys(owners)]
     if not conditions:
         return []
@@ -78,7 +80,8 @@ async def add(
     memories: Sequence[tuple[uuid.UUID, Fingerprint]],
 ) -> int:
     """Give each turn a guard per memory: the memory's stored vector (read here, so call this
-    before the tombstone clears it) and its fingerprint. Returns the rows written."""
+    before the tombstone clears it) and its fingerprint. Returns the rows written.
+    """
     if not turn_ids or not memories:
         return 0
     written = 0

@@ -89,7 +89,8 @@ def _statement_params(
 ) -> dict[str, Any]:
     """The bind parameters of `_candidates_statement`: the vector, the limit, the exact
     scan's cells, the full-text query (cut to 2,000 characters) and one triple per cell of
-    each HNSW and full-text branch. `text` is "" when there is no full-text search."""
+    each HNSW and full-text branch. `text` is "" when there is no full-text search.
+    """
     params: dict[str, Any] = {
         "query_vector": np.asarray(query_vector, dtype=np.float32),
         "limit": limit,
@@ -130,7 +131,8 @@ async def _exact_nearest_rows(
     session: AsyncSession, cell: Scope, query_vector: np.ndarray, limit: int
 ) -> list[Any]:
     """The `limit` nearest active rows of one cell by an exact scan (its HNSW scan came
-    back short), with their distance."""
+    back short), with their distance.
+    """
     exact = memory_search.exact_nearest(
         memory_rows.active_cell(cell), memory_rows.query_vector_param(query_vector), limit
     ).subquery()

@@ -23,7 +23,8 @@ __all__ = [
 
 async def lock_owner(session: AsyncSession, *, owner_id: str) -> None:
     """Serialize imports into one owner until the transaction ends, so two imports of the
-    same file running at once cannot both find nothing stored and both write."""
+    same file running at once cannot both find nothing stored and both write.
+    """
     await session.execute(
         select(func.pg_advisory_xact_lock(func.hashtextextended(f"import:{owner_id}", 0)))
     )
@@ -47,7 +48,8 @@ async def take_pending(
     session: AsyncSession, *, user_id: str, code: str, newer_than: datetime
 ) -> list[dict[str, Any]] | None:
     """Remove and return the user's pending import when `code` is its code and it was shown
-    after `newer_than`; None otherwise (the pending import then stays, unless expired)."""
+    after `newer_than`; None otherwise (the pending import then stays, unless expired).
+    """
     await session.execute(
         delete(PendingImportRow).where(
             PendingImportRow.user_id == user_id, PendingImportRow.created_at <= newer_than
@@ -68,7 +70,8 @@ async def discard_pending(session: AsyncSession, *, user_id: str) -> None:
 
 async def discard_pending_from_chats(session: AsyncSession, *, chat_ids: Sequence[str]) -> int:
     """Drop pending imports holding an item from one of these chats (deleted chats: the
-    text pasted there is not written after the chat is gone). Returns rows dropped."""
+    text pasted there is not written after the chat is gone). Returns rows dropped.
+    """
     if not chat_ids:
         return 0
     result = await session.execute(

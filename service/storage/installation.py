@@ -37,7 +37,8 @@ async def secret(session: AsyncSession, name: str) -> bytes:
 
 async def number(session: AsyncSession, name: str) -> int:
     """The number kept as installation secret `name` (8 bytes, big-endian), 0 when absent;
-    never written here (migration 0011 writes the short ids' legacy limits)."""
+    never written here (migration 0011 writes the short ids' legacy limits).
+    """
     value = await session.scalar(
         select(InstallationSecretRow.secret).where(InstallationSecretRow.name == name)
     )

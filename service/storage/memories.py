@@ -112,7 +112,8 @@ class NewMemory:
 
 async def insert_many(session: AsyncSession, rows: Sequence[NewMemory]) -> list[Memory]:
     """Insert active memories in one batched statement (an import's batch) and return them
-    in the order of `rows`; the same rows `insert` writes one by one."""
+    in the order of `rows`; the same rows `insert` writes one by one.
+    """
     added = [
         MemoryRow(
             id=uuid.uuid4(),
@@ -164,7 +165,8 @@ async def get_many(
     statuses: Sequence[Status] = (Status.ACTIVE,),
 ) -> list[Memory]:
     """The memories of `memory_ids` that lie in `scope` and have one of `statuses`, in
-    ascending seq (one statement: the set-based `get` of bulk forgets)."""
+    ascending seq (one statement: the set-based `get` of bulk forgets).
+    """
     ids = list(dict.fromkeys(memory_ids))
     if not ids or not scope:
         return []
@@ -205,7 +207,8 @@ async def export_rows(session: AsyncSession, *, scope: ReadScope) -> list[Memory
 
 async def records_of(session: AsyncSession, *, scope: ReadScope) -> list[Memory]:
     """`export_rows` without reading vectors: every memory in `scope` that still has content,
-    in ascending seq, as records (what a bulk forget needs; thousands of rows decode fast)."""
+    in ascending seq, as records (what a bulk forget needs; thousands of rows decode fast).
+    """
     if not scope:
         return []
     stmt = (
@@ -292,7 +295,8 @@ async def profile_and_core_memories(
 def _profile_and_core_statement(cells: int) -> Select[Any]:
     """`_core_statement`'s memories outer-joined to the profile row: at least one row,
     profile or not. The cells' best are picked by their keys and joined to their rows once:
-    the statement stays under psycopg's 4 kB query cache (parsed once, not on every turn)."""
+    the statement stays under psycopg's 4 kB query cache (parsed once, not on every turn).
+    """
     limit = bindparam("limit", type_=Integer)
     order = (
         memory_rows.TABLE.c.confidence.desc(),
@@ -513,7 +517,8 @@ async def update_fields(
 async def newest_version(session: AsyncSession, *, memory_id: uuid.UUID) -> uuid.UUID:
     """The id of the version that replaced `memory_id` last: its `superseded_by`, followed
     while the row is superseded (an archived row's `superseded_by` is a summary, not a
-    version); `memory_id` itself when nothing replaced it."""
+    version); `memory_id` itself when nothing replaced it.
+    """
     current, seen = memory_id, {memory_id}
     while True:
         successor = await session.scalar(
@@ -550,7 +555,8 @@ async def history_chains(
     session: AsyncSession, *, memory_ids: Sequence[uuid.UUID]
 ) -> list[uuid.UUID]:
     """`history_chain` of many memories at once: `memory_ids` and every earlier version any
-    of them (transitively) superseded, in one recursive statement; the given ids first."""
+    of them (transitively) superseded, in one recursive statement; the given ids first.
+    """
     ids = list(dict.fromkeys(memory_ids))
     if not ids:
         return []

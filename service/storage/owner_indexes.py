@@ -110,7 +110,8 @@ async def valid_index_names(session: AsyncSession) -> frozenset[str]:
 
 async def existing_indexes(conn: psycopg.AsyncConnection) -> dict[str, bool]:
     """Every per-owner index in the catalog → whether it is valid (False: being built or
-    left behind by a failed build)."""
+    left behind by a failed build).
+    """
     rows = await (await conn.execute(_OWNER_INDEXES_SQL)).fetchall()
     return {str(name): bool(usable) for name, usable in rows}
 
@@ -151,7 +152,8 @@ def _cell_predicate(cell: Scope) -> sql.Composed:
 
 class BuildFailed(Exception):
     """A CREATE INDEX of one cell failed (not a lost connection); its invalid index may be
-    left behind (`drop_index` it)."""
+    left behind (`drop_index` it).
+    """
 
 
 @contextlib.asynccontextmanager

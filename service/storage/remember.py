@@ -35,7 +35,8 @@ async def start(
 
 async def lock(session: AsyncSession, *, request_id: int) -> str | None:
     """Row-lock the click until the transaction ends; None while it is still wanted, else
-    why not ("forget_all", "chat_deleted", "user_deleted", or GONE)."""
+    why not ("forget_all", "chat_deleted", "user_deleted", or GONE).
+    """
     stmt = (
         select(RememberRequestRow.discarded)
         .where(RememberRequestRow.id == request_id)

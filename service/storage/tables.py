@@ -188,7 +188,8 @@ class InstallationSecretRow(Base):
 
 class ServiceCounterRow(Base):
     """Counters every process of the installation adds to (migration 0016): what the workers
-    did, for the /metrics and /v1/status of any replica (flows/counters.py)."""
+    did, for the /metrics and /v1/status of any replica (flows/counters.py).
+    """
 
     __tablename__ = "service_counters"
 
@@ -303,7 +304,8 @@ class ReminderRow(Base):
 
 class PendingImportRow(Base):
     """A `/memory import` shown to its user and waiting for the confirmation code; one per
-    user, replaced by the next preview, deleted when confirmed, expired or the user is."""
+    user, replaced by the next preview, deleted when confirmed, expired or the user is.
+    """
 
     __tablename__ = "pending_imports"
 
@@ -315,7 +317,8 @@ class PendingImportRow(Base):
 
 class RememberRequestRow(Base):
     """A "Remember this" click whose LLM call is running (migration 0013): a forget all, a
-    chat or user deletion meanwhile sets `discarded`, and the click then writes nothing."""
+    chat or user deletion meanwhile sets `discarded`, and the click then writes nothing.
+    """
 
     __tablename__ = "remember_requests"
 
@@ -330,7 +333,8 @@ class RememberRequestRow(Base):
 
 class ForgetGuardRow(Base):
     """A forgotten memory's vector and fingerprint (keyed digests, no text) for one turn
-    accepted before the forget (migration 0015); deleted when the turn is done or discarded."""
+    accepted before the forget (migration 0015); deleted when the turn is done or discarded.
+    """
 
     __tablename__ = "forget_guards"
 
@@ -350,7 +354,8 @@ class ForgetGuardRow(Base):
 
 class ForgottenTextRow(Base):
     """A keyed fingerprint of a memory its user forgot (migration 0016): an HMAC of its
-    normalized text, no text; `/memory import openwebui` skips a text that matches one."""
+    normalized text, no text; `/memory import openwebui` skips a text that matches one.
+    """
 
     __tablename__ = "forgotten_texts"
 
@@ -366,7 +371,8 @@ class TermCellRow(Base):
     and of the sum of their distinct lexemes; the bank's figures are the sums of its rows.
     Inserted by the triggers of migration 0014 in the writer's transaction (insert-only, so
     writers never wait for each other); `storage.term_stats.fold` sums them into one row per
-    bank, `rebuild` recomputes them."""
+    bank, `rebuild` recomputes them.
+    """
 
     __tablename__ = "memory_term_cells"
     __table_args__ = (
@@ -390,7 +396,8 @@ class TermCellRow(Base):
 class PostingRow(Base):
     """One lexeme of one active memory's tsvector: its positions (tf) and the memory's length
     (dl, distinct lexemes). The primary key's index includes tf and dl, so the read path's
-    BM25 is an index-only scan of the query's lexemes (migration 0014)."""
+    BM25 is an index-only scan of the query's lexemes (migration 0014).
+    """
 
     __tablename__ = "memory_postings"
     __table_args__ = (

@@ -85,7 +85,8 @@ async def fold(session: AsyncSession) -> int:
 
 async def stored_cells(session: AsyncSession) -> list[Cell]:
     """Each bank's figures (the sums of its rows in `memory_term_cells`; banks at 0 left
-    out), sorted."""
+    out), sorted.
+    """
     rows = await session.execute(
         text(
             "SELECT owner_kind, owner_id, bank, sum(docs), sum(lexemes) FROM memory_term_cells "

@@ -59,7 +59,8 @@ async def accept(
     estimated_tokens: int = 0,
 ) -> int | None:
     """Record a turn; returns its id, or None when this (chat, message id) or this
-    (chat, message hash) was seen before."""
+    (chat, message hash) was seen before.
+    """
     stmt = (
         pg_insert(TurnRow)
         .values(
@@ -98,7 +99,8 @@ async def first_id_of(
     session: AsyncSession, *, chat_id: str, user_message_ids: Sequence[str]
 ) -> int | None:
     """The lowest ledger id among the turns of this chat and these user messages (`id_of`
-    for many messages at once); None when none was handed over."""
+    for many messages at once); None when none was handed over.
+    """
     if not user_message_ids:
         return None
     return (
@@ -170,7 +172,8 @@ async def newer_recent(
 
 async def uncovered(session: AsyncSession, *, chat_id: str) -> list[Turn]:
     """Done turns of a chat that still keep their texts for the rolling summary, oldest
-    first, row-locked until the unit of work ends."""
+    first, row-locked until the unit of work ends.
+    """
     stmt = (
         select(TurnRow)
         .where(
@@ -266,7 +269,8 @@ async def finish(
     """Close a turn. A done turn's message texts are erased (only the ledger key stays)
     unless `keep_texts` (the chat's rolling summary has yet to cover them: then only the
     user message and the reply stay, not the earlier messages sent with them); a failed one
-    keeps them, already redacted of secrets, until it is retried."""
+    keeps them, already redacted of secrets, until it is retried.
+    """
     if status is not TurnStatus.DONE:
         payload: Any = TurnRow.payload
     elif keep_texts:
@@ -336,7 +340,8 @@ async def chat_ids_in_folders(session: AsyncSession, *, folder_ids: Sequence[str
 async def private_to_another(session: AsyncSession, *, chat_id: str, user_id: str) -> bool:
     """True when the latest turn anyone but `user_id` handed over from `chat_id` came from a
     private chat: the chat was that user's alone then (one indexed read: the unique index
-    on (chat_id, user_message_id) leads with chat_id)."""
+    on (chat_id, user_message_id) leads with chat_id).
+    """
     collaborative: ColumnElement[str] = TurnRow.payload["chat"]["collaborative"].astext
     stmt = (
         select(collaborative)
@@ -350,7 +355,8 @@ async def private_to_another(session: AsyncSession, *, chat_id: str, user_id: st
 
 def folder_of_turn() -> ColumnElement[str]:
     """The folder a turn was handed over from (`payload.chat.folder_id`; NULL outside a
-    folder): the expression `ix_turns_folder` indexes (migration 0018)."""
+    folder): the expression `ix_turns_folder` indexes (migration 0018).
+    """
     # the keys written out, not bound: a prepared statement's generic plan must still see
     # the indexed expression
     return literal_column("((turns.payload -> 'chat') ->> 'folder_id')", String)
@@ -360,7 +366,8 @@ async def folder_private_to_another(session: AsyncSession, *, folder_id: str, us
     """True when the latest turn anyone but `user_id` handed over from a chat in `folder_id`
     came from a private chat: the folder was that user's alone then (a folder shared with
     others makes every chat in it collaborative, DESIGN §2). One indexed read backwards
-    along `ix_turns_folder`."""
+    along `ix_turns_folder`.
+    """
     collaborative: ColumnElement[str] = TurnRow.payload["chat"]["collaborative"].astext
     stmt = (
         select(collaborative)
@@ -380,7 +387,8 @@ async def chat_ids_of(session: AsyncSession, *, user_id: str) -> list[str]:
 
 async def waiting(session: AsyncSession) -> list[tuple[int, str]]:
     """(newest turn id, sender id) per chat and sender with turns still waiting for
-    extraction, oldest first."""
+    extraction, oldest first.
+    """
     newest = func.max(TurnRow.id)
     stmt = (
         select(newest, TurnRow.user_id)

@@ -70,7 +70,8 @@ async def list_turns(
     offset: int = Query(default=0, ge=0, le=MAX_OFFSET),
 ) -> TurnList:
     """Turns with a status (default `failed`), newest first: ids, sender, error, whether a
-    retry can run. Message texts are never listed."""
+    retry can run. Message texts are never listed.
+    """
     items, total = await admin.list_turns(rt, status=status_, limit=limit, offset=offset)
     return TurnList(
         total=total,
@@ -108,7 +109,8 @@ _RETRY_ERRORS: dict[RequeueResult, tuple[int, str]] = {
 async def retry_turn(rt: RuntimeDep, turn_id: int = Path(ge=1, le=MAX_TURN_ID)) -> RetryAnswer:
     """Queue a failed turn's extraction again; it runs once, as a fresh turn would.
 
-    `404` for an unknown id; `409` when the turn has not failed or its texts are gone."""
+    `404` for an unknown id; `409` when the turn has not failed or its texts are gone.
+    """
     result = await admin.retry_turn(rt, turn_id=turn_id)
     if result in _RETRY_ERRORS:
         code, detail = _RETRY_ERRORS[result]
@@ -119,7 +121,8 @@ async def retry_turn(rt: RuntimeDep, turn_id: int = Path(ge=1, le=MAX_TURN_ID)) 
 @router.get("/embeddings", response_model=EmbeddingState)
 async def embeddings(rt: RuntimeDep) -> EmbeddingState:
     """The loaded embedding model and how many memories still wait for its vectors (after a
-    model change they are re-embedded in the background; keyword search finds them meanwhile)."""
+    model change they are re-embedded in the background; keyword search finds them meanwhile).
+    """
     return EmbeddingState(**await admin.embedding_state(rt))
 
 

@@ -31,7 +31,8 @@ async def readyz(request: Request) -> JSONResponse:
     """200 when the database, its migrations and the embedding model are ready, the read
     path has run once (flows/warmup.py: the first turn is served like any other) and, with
     MEMORY_WORKER_PROCESS, the worker process has started once; else 503. The body's
-    `workers` says where the job workers run and whether the worker process is up now."""
+    `workers` says where the job workers run and whether the worker process is up now.
+    """
     runtime = getattr(request.app.state, "runtime", None)
     if runtime is None:
         return JSONResponse(status_code=503, content={"status": "starting"})
@@ -64,7 +65,8 @@ async def readyz(request: Request) -> JSONResponse:
 
 def workers_state(request: Request) -> str:
     """Where this process's job workers run: "in-process", "worker process up (pid N)",
-    "worker process down: …" (it is being started again), or "not here (…)"."""
+    "worker process down: …" (it is being started again), or "not here (…)".
+    """
     child = getattr(request.app.state, "worker_process", None)
     if child is not None:
         return f"worker process {child.state}"

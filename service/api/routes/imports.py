@@ -1,5 +1,6 @@
 """Import of memories: a JSON export restored into a user's banks (an admin moving or
-restoring a user; the export itself is `GET /v1/users/{id}/memories/export`)."""
+restoring a user; the export itself is `GET /v1/users/{id}/memories/export`).
+"""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ class OpenWebUIImport(BaseModel):
 async def import_openwebui(body: OpenWebUIImport, rt: RuntimeDep) -> CommandResponse:
     """Import the sender's Open WebUI memories into their Personal bank (deduplicated, tagged
     `import:openwebui`, dated with their own times); `text` is shown to the user verbatim.
-    403 for another user's private chat or folder."""
+    403 for another user's private chat or folder.
+    """
     chat = body.chat.to_record()
     await chat_owner.check(rt, chat)
     rows = [
@@ -100,7 +102,8 @@ async def import_memories(
 
 def _folder_ids(data: list[dict[str, Any]] | dict[str, Any]) -> list[str]:
     """The folder ids an export names (its Project memories'), before it is parsed: each is
-    checked like the `folder_id` of the other memory routes."""
+    checked like the `folder_id` of the other memory routes.
+    """
     entries = data.get("memories") if isinstance(data, dict) else data
     if not isinstance(entries, list):
         return []

@@ -36,7 +36,8 @@ async def list_memories(
     assistant_id: str | None = AssistantId,
 ) -> MemoryList:
     """The user's active memories, newest first (plus a folder's Project Memory and the
-    user's memory for an assistant, if given)."""
+    user's memory for an assistant, if given).
+    """
     await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     items, total = await memories.list_for_user(
         rt,
@@ -53,7 +54,8 @@ async def list_memories(
 @router.post("", response_model=MemoryRead, status_code=status.HTTP_201_CREATED)
 async def add_memory(body: MemoryCreate, rt: RuntimeDep, user_id: str = UserId) -> MemoryRead:
     """Add a memory written by the user (Project Memory needs `folder_id`, Assistant Memory
-    `assistant_id`)."""
+    `assistant_id`).
+    """
     await chat_owner.check_folder(rt, user_id=user_id, folder_id=body.folder_id)
     memory = await memories.add_for_user(
         rt,
@@ -81,7 +83,8 @@ async def search_memories(
     assistant_id: str | None = AssistantId,
 ) -> MemoryList:
     """Keyword search: each `;`-separated phrase (at most 60) matched as a phrase, any of them,
-    most relevant first. Any characters are allowed."""
+    most relevant first. Any characters are allowed.
+    """
     await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     scope = memories.owned_scope(user_id, folder_id=folder_id, assistant_id=assistant_id)
     found = await memories.keyword_search(rt, scope=scope, text=q, limit=limit)
@@ -100,7 +103,8 @@ async def export_memories(
     """Every memory of the user that still has content (active, superseded, archived;
     their own banks and their memory for every assistant), as JSON — the same data
     `/memory export` shows, and what `POST …/memories/import` reads — or, with
-    `format=markdown`, the active ones as a document for people."""
+    `format=markdown`, the active ones as a document for people.
+    """
     await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     rows = await memories.export_for_user(rt, user_id=user_id, folder_id=folder_id)
     if format == "markdown":
@@ -140,7 +144,8 @@ async def edit_memory(
 ) -> MemoryRead:
     """Change a memory's text, bank or tags; the change is audited. 409 with the current text
     when `version` is not the current one, or another edit at the same moment changed the same
-    words (edits of different words are merged)."""
+    words (edits of different words are merged).
+    """
     await chat_owner.check_folder(rt, user_id=user_id, folder_id=folder_id)
     memory = await memories.edit_for_user(
         rt,
@@ -178,7 +183,8 @@ async def forget_chat_memories(
     chat_id: str = Path(min_length=1, max_length=255),
 ) -> dict[str, int]:
     """A chat was deleted in Open WebUI: forget its Chat Memory (the Memory Events function
-    calls this on `chat.deleted`)."""
+    calls this on `chat.deleted`).
+    """
     return {
         "forgotten": await memories.forget_chat(
             rt, chat_ids=[chat_id], actor="openwebui:chat.deleted"
@@ -200,7 +206,8 @@ async def forget_all_chat_memories(rt: RuntimeDep, user_id: str = UserId) -> dic
 async def forget_user_memories(rt: RuntimeDep, user_id: str = UserId) -> dict[str, int]:
     """A user account was deleted: forget their Personal, Interaction Patterns, Assistant
     and Chat Memory, profile and settings (the Memory Events function calls this on `user.deleted`).
-    Project Memory belongs to its folder and stays."""
+    Project Memory belongs to its folder and stays.
+    """
     return {
         "forgotten": await memories.forget_user(rt, user_id=user_id, actor="openwebui:user.deleted")
     }
@@ -216,7 +223,8 @@ async def forget_folder_memories(
     ),
 ) -> dict[str, int]:
     """A folder was deleted in Open WebUI: forget its Project Memory (the Memory Events
-    function calls this on `folder.deleted`, once per folder of the deleted subtree)."""
+    function calls this on `folder.deleted`, once per folder of the deleted subtree).
+    """
     return {
         "forgotten": await memories.forget_folders(
             rt, folder_ids=[folder_id], with_chats=with_chats, actor="openwebui:folder.deleted"

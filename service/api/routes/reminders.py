@@ -24,7 +24,8 @@ async def list_reminders(
     state: Literal["pending", "fired"] | None = None,
 ) -> ReminderList:
     """The user's reminders that are not cancelled: pending ones and those already shown
-    (`state` keeps one of the two), oldest first."""
+    (`state` keeps one of the two), oldest first.
+    """
     found = await reminders.list_for_user(rt, user_id=user_id)
     if state is not None:
         found = [r for r in found if r.state is ReminderState(state)]

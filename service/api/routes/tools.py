@@ -1,5 +1,6 @@
 """The memory tools a tool-calling model calls during a chat (filter/memory_tools.py posts
-here): search, add and forget, each with the chat it runs in."""
+here): search, add and forget, each with the chat it runs in.
+"""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def _response(result: ToolResult) -> ToolResponse:
 async def search(body: SearchRequest, rt: RuntimeDep) -> ToolResponse:
     """The memories this chat may read that match `query`, best first (`found` or `none`);
     `not_allowed` outside a chat (API calls, automations, background tasks); 403 for another
-    user's private chat or folder."""
+    user's private chat or folder.
+    """
     chat = body.chat.to_record()
     await chat_owner.check(rt, chat)
     return _response(await flow.search(rt, chat=chat, query=body.query, limit=body.limit))
@@ -105,7 +107,8 @@ async def add(body: AddRequest, rt: RuntimeDep) -> ToolResponse:
     """Keep one fact for `chat.user_id` where this chat's extraction may write: `added`,
     `duplicate` (already known), `refused` (an instruction, only a secret, too long) or
     `not_allowed` (a temporary chat, Personal in a shared chat, memory paused); 403 for
-    another user's private chat or folder."""
+    another user's private chat or folder.
+    """
     chat = body.chat.to_record()
     await chat_owner.check(rt, chat)
     bank = None
@@ -121,7 +124,8 @@ async def add(body: AddRequest, rt: RuntimeDep) -> ToolResponse:
 async def forget(body: ForgetRequest, rt: RuntimeDep) -> ToolResponse:
     """Forget one active memory this chat may read and change: `forgotten`, `not_found`
     (not an id, or nothing visible here has it) or `not_allowed` (a temporary chat); 403 for
-    another user's private chat or folder."""
+    another user's private chat or folder.
+    """
     chat = body.chat.to_record()
     await chat_owner.check(rt, chat)
     return _response(await flow.forget(rt, chat=chat, memory_id=body.memory_id))

@@ -1,5 +1,6 @@
 """Which memories of one (owner, bank) cell merge: the clustering strategies of
-`ClusterStrategy`, run to a fixpoint (see the package docstring, step 2)."""
+`ClusterStrategy`, run to a fixpoint (see the package docstring, step 2).
+"""
 
 from __future__ import annotations
 
@@ -132,7 +133,8 @@ def _greedy(
 ) -> list[Cluster]:
     """Greedy centroid clustering: each unassigned memory in turn seeds a cluster, which takes
     the unassigned memory most similar to its centroid while that similarity reaches the
-    threshold, the cluster has room and the texts still fit."""
+    threshold, the cluster has room and the texts still fit.
+    """
     n = len(pool)
     if n < 2:
         return []
@@ -176,7 +178,8 @@ def _greedy(
 
 def _by_tags(pool: Sequence[Entry], params: ConsolidationParams) -> list[Cluster]:
     """Consecutive runs (in time order) of memories with the same primary (first) tag, cut
-    when a run is full or its texts would no longer fit a summary."""
+    when a run is full or its texts would no longer fit a summary.
+    """
     groups: dict[str, list[int]] = {}
     for i, entry in enumerate(pool):
         if entry.memory.tags:

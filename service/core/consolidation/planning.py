@@ -1,5 +1,6 @@
 """What one run does to one owner: eligibility, pruning beyond the cap, the loss guard, and
-the plan as printable lines (see the package docstring, steps 1, 3 and 4)."""
+the plan as printable lines (see the package docstring, steps 1, 3 and 4).
+"""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ class OwnerPlan:
 
 def owner_scope(owner_kind: OwnerKind, owner_id: str) -> ReadScope:
     """Every cell one owner has: a user's Personal and Interaction Patterns banks, a
-    folder's Project Memory, or one user's memory for one assistant (DESIGN §3)."""
+    folder's Project Memory, or one user's memory for one assistant (DESIGN §3).
+    """
     return ReadScope(banks.owner_cells(owner_kind, owner_id))
 
 

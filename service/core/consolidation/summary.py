@@ -1,6 +1,7 @@
 """The summary contract with the LLM: the prompt that asks for one merged memory, and the
 validation of its answer into a `SummaryDraft` (faithful: every source covered, no name or
-number lost, never an instruction)."""
+number lost, never an instruction).
+"""
 
 from __future__ import annotations
 
