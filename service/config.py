@@ -246,6 +246,16 @@ class Settings(BaseSettings):
         "above the floor (0 = the floor only). 0.3: chosen from 0.1 / 0.2 / 0.3 on PrefEval "
         "users 0–9 (block 93.0 / 96.8 / 97.8 %); docs/discussions/retrieval.md.",
     )
+    fill_margin_from: float = Field(
+        default=0.4,
+        alias="MEMORY_FILL_MARGIN_FROM",
+        ge=-1,
+        le=1,
+        description="The cosine the message's nearest memory needs before MEMORY_FILL_MARGIN "
+        "applies. 0.4 (the relevance gate's cosine): at 0.2, 25 % of generic requests "
+        '("Summarize this article for me") got 8 or more unrelated memories '
+        "(bench/fill_noise.py); docs/discussions/retrieval.md.",
+    )
     long_memory_chars: int = Field(
         default=0,
         alias="MEMORY_LONG_MEMORY_CHARS",

@@ -65,6 +65,9 @@ class RankingParams:
     #: a filling candidate may also be this far (in cosine) below the query's nearest one,
     #: whatever `nearest_floor` (0 = the floor only)
     fill_margin: float = 0.3
+    #: the cosine of the query's nearest candidate from which `fill_margin` applies: below it
+    #: the message is near nothing the user said and fills only down to `nearest_floor`
+    fill_margin_from: float = 0.4
     #: the nearest this many candidates pass the gate down to `nearest_floor`, whatever
     #: the full-text matches (0 = off)
     nearest_reserve: int = 5
@@ -272,13 +275,17 @@ def nearest_fill(
     is the nearest memory. They go behind every gated item, so they only take budget the
     gated items left (docs/discussions/retrieval.md). With `fill_margin` > 0 a candidate
     within that margin of `best_cosine` (the query's nearest memory) fills too, below the
-    floor, when that nearest memory is itself above the floor: a non-English fact's cosine
-    to its own question is often under 0.2 (15 % of `bench/multilingual_facts.json`'s
-    questions), while a memory of the same language is nearer.
+    floor, when that nearest memory is at cosine `fill_margin_from` (0.4) or more: a
+    non-English fact's cosine to its own question is often under 0.2 (15 % of
+    `bench/multilingual_facts.json`'s questions), while a memory of the same language is
+    nearer. From the floor's cosine instead, a generic request flooded the block with
+    unrelated memories (bench/fill_noise.py).
     """
-    # the margin only for a query near something: its nearest memory passes the floor
-    # (cosine ≥ 2 · floor − 1), so a message far from every memory still fills nothing
-    relative = params.fill_margin > 0 and best_cosine >= 2.0 * params.nearest_floor - 1.0
+    # the margin only for a query clearly about something the user said: its nearest memory
+    # is at `fill_margin_from` and passes the floor (cosine ≥ 2 · floor − 1)
+    relative = params.fill_margin > 0 and best_cosine >= max(
+        params.fill_margin_from, 2.0 * params.nearest_floor - 1.0
+    )
     near = [
         f
         for f in items

@@ -111,5 +111,6 @@ class Runtime:
             evidence_full=s.evidence_full,
             nearest_fill=s.nearest_fill,
             fill_margin=s.fill_margin,
+            fill_margin_from=s.fill_margin_from,
             long_memory_chars=s.long_memory_chars,
         )

@@ -139,3 +139,19 @@ def test_a_non_english_fact_below_the_threshold_fills_what_the_budget_leaves(
     )
     assert answer.status_code == 200, answer.text
     assert NURSE in _recalled(answer.json()["block"])
+
+
+def test_a_generic_request_is_not_filled_with_unrelated_memories(service: LiveService) -> None:
+    # "Summarize this article for me" is nearest to one of the 60 facts at cosine 0.22; with
+    # the fill's margin applying from cosine 0.2, every fact within 0.3 of it (all 60) could
+    # fill, and the block took a dozen unrelated facts. From cosine 0.4 only the facts above
+    # the floor (cosine 0.2) may fill: at most that one.
+    facts = [f["text"] for f in json.loads(MULTILINGUAL.read_text(encoding="utf-8"))["facts"]]
+    for content in facts:
+        answer = service.client.post("/v1/users/lea/memories", json={"content": content})
+        assert answer.status_code in (201, 400), answer.text
+    for message in ("Summarize this article for me", "Give me a recipe for dinner"):
+        answer = service.client.post("/v1/context", json={"chat": CHAT, "message": message})
+        assert answer.status_code == 200, answer.text
+        recalled = _recalled(answer.json()["block"]).splitlines()
+        assert len([line for line in recalled if line.startswith("- ")]) <= 1, recalled

@@ -12,6 +12,7 @@ import pytest
 
 from service.core import safety
 from service.llm.client import LLMClient
+from testkit import secret_search
 from testkit.extraction_replies import new_op, new_user_message
 from testkit.live_service import LiveService
 from testkit.llm_stub import LLMStub
@@ -49,7 +50,8 @@ async def _rows_holding(db_conn: psycopg.AsyncConnection, secret: str) -> dict[s
     for table, text in TEXTS.items():
         row = await (
             await db_conn.execute(
-                f"SELECT count(*) FROM {table} WHERE {text} LIKE %s", (f"%{secret}%",)
+                f"SELECT count(*) FROM {table} WHERE {text} ~ %s",
+                (secret_search.sql_pattern(secret),),
             )
         ).fetchone()
         if row and row[0]:
@@ -102,7 +104,7 @@ async def test_a_secret_in_a_chat_never_reaches_the_llm_memories_or_the_audit_tr
     status = live.wait_for_extraction()
     assert status["turns_done"] == len(SECRETS)
     sent = json.dumps(llm.requests)
-    assert [s for s in SECRETS.values() if s in sent] == []
+    assert [s for s in SECRETS.values() if secret_search.holds(sent, s)] == []
     leaks = {s: t for s in SECRETS.values() if (t := await _rows_holding(db_conn, s))}
     assert leaks == {}
     assert "User said: note: my locker code is [redacted code]" in _contents(live)

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from service.core import person
+from testkit import secret_search
 from testkit.extraction_replies import new_op, new_user_messages
 from testkit.live_service import LiveService
 from testkit.llm_stub import LLMStub
@@ -98,7 +99,8 @@ async def _found_anywhere(db_conn: psycopg.AsyncConnection, value: str) -> bool:
     for table, text in TEXTS.items():
         row = await (
             await db_conn.execute(
-                f"SELECT count(*) FROM {table} WHERE {text} LIKE %s", (f"%{value}%",)
+                f"SELECT count(*) FROM {table} WHERE {text} ~ %s",
+                (secret_search.sql_pattern(value),),
             )
         ).fetchone()
         if row and row[0]:
@@ -124,7 +126,7 @@ async def test_every_secret_of_the_corpus_is_caught_and_every_lookalike_kept(
     leaked = []
     for case in cases:
         for value in case["hide"]:
-            if value in sent or await _found_anywhere(db_conn, value):
+            if secret_search.holds(sent, value) or await _found_anywhere(db_conn, value):
                 leaked.append(case["text"])
                 break
     # by chat and by hand: a second copy may be taken for a duplicate, never changed (beyond

@@ -254,7 +254,9 @@ def test_idf_fusion_scales_the_keyword_weight_up_to_evidence_full() -> None:
 
 
 def test_the_fill_takes_the_nearest_above_the_floor_or_within_the_margin() -> None:
-    params = replace(RankingParams(), nearest_fill=True, nearest_floor=0.6, fill_margin=0.2)
+    params = replace(
+        RankingParams(), nearest_fill=True, nearest_floor=0.6, fill_margin=0.2, fill_margin_from=0.2
+    )
     fused = ranking.fuse(
         [_cand(1, 0.64), _cand(2, 0.59), _cand(3, 0.52), _cand(4, 0.45)], [], params=params
     )
@@ -265,3 +267,17 @@ def test_the_fill_takes_the_nearest_above_the_floor_or_within_the_margin() -> No
     # a query whose nearest memory is below the floor (cosine < 0.2) gets no margin
     far = ranking.fuse([_cand(2, 0.59), _cand(3, 0.52)], [], params=params)
     assert ranking.nearest_fill(far, params=params, best_cosine=0.18) == []
+
+
+def test_the_margin_waits_for_a_message_clearly_about_a_memory() -> None:
+    # by default the margin applies from a nearest cosine of 0.4: a generic request whose
+    # nearest memory sits at 0.28 fills only down to the floor (bench/fill_noise.py)
+    params = replace(RankingParams(), nearest_fill=True, nearest_floor=0.6, fill_margin=0.2)
+    assert params.fill_margin_from == 0.4
+    fused = ranking.fuse(
+        [_cand(1, 0.64), _cand(2, 0.59), _cand(3, 0.52), _cand(4, 0.45)], [], params=params
+    )
+    best = max(f.candidate.cosine for f in fused)
+    assert [
+        f.candidate.memory.seq for f in ranking.nearest_fill(fused, params=params, best_cosine=best)
+    ] == [1]
