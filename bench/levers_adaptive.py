@@ -1,7 +1,7 @@
 """Message-adaptive read-path levers on all seven retrieval sets, tuning and held-out halves.
 
-    python -m bench.levers_adaptive --locomo /work/shared/data/locomo/locomo10.json \
-        --prefeval /work/shared/data/prefeval
+    python -m bench.levers_adaptive --locomo ../shared/data/locomo/locomo10.json \
+        --prefeval ../shared/data/prefeval
 
 Each variant is a set of `RankingParams` overrides (`VARIANTS`), measured through the real
 read path (`bench.retrieval_sets.ServiceRanker`: `service.flows.context.retrieve` for the
